@@ -1,0 +1,109 @@
+"""What a person sees while a run goes: rich progress, a table per request, a summary at the end.
+
+Rich renders live bars on a terminal and plain lines in CI logs (no terminal), and `quiet`
+silences everything but errors.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+
+from lightning.pytorch.callbacks import Callback
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from unlearnbench.evaluation.keys import METRIC_KEYS
+
+TABLE_KEYS = ("forget_acc", "forget_test_acc", "retain_acc", "test_acc", "mia_member_rate", "gap", "rte_s")
+
+
+def _fmt(value) -> str:
+    return "—" if value is None else f"{value:.2f}"
+
+
+class FitProgress(Callback):
+    """A progress bar for one Lightning fit (pretraining, an oracle, or an unlearning request)."""
+
+    def __init__(self, progress: Progress, label: str):
+        self.progress, self.label, self.task = progress, label, None
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self.task = self.progress.add_task(self.label, total=trainer.estimated_stepping_batches)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self.progress.advance(self.task)
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        self.progress.remove_task(self.task)
+
+
+class Reporter:
+    def __init__(self, quiet: bool = False, console: Console | None = None):
+        self.quiet = quiet
+        self.console = console or Console(quiet=quiet)
+        if not self.console.is_terminal:
+            self.console.width = max(self.console.width, 120)
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=self.console,
+            transient=True,
+            disable=quiet or not self.console.is_terminal,
+        )
+
+    @contextmanager
+    def live(self):
+        with self.progress:
+            yield self
+
+    def fit_callback(self, label: str) -> FitProgress:
+        if not self.progress.disable:
+            return FitProgress(self.progress, label)
+        self.console.print(f"[dim]{label}[/dim]")
+        return Callback()
+
+    def message(self, text: str) -> None:
+        self.console.print(text)
+
+    def request(self, row: dict, num_requests: int) -> None:
+        oracle = row.get("oracle") or {}
+        table = Table(title=f"request {row['t']}/{num_requests}", title_justify="left")
+        for column in ("metric", "dir", "method", "oracle"):
+            table.add_column(column, justify="left" if column == "metric" else "right")
+        for key in TABLE_KEYS:
+            if key in row["method"]:
+                table.add_row(key, METRIC_KEYS[key].arrow, _fmt(row["method"][key]), _fmt(oracle.get(key)))
+        self.console.print(table)
+
+    def summary(self, rows: list[dict], summary: dict, run_dir: Path) -> None:
+        keys = [k for k in TABLE_KEYS if k in rows[0]["method"]]
+        table = Table(title="summary", title_justify="left")
+        table.add_column("t", justify="right")
+        table.add_column("model")
+        for key in keys:
+            table.add_column(f"{key}\n{METRIC_KEYS[key].arrow}", justify="right")
+        for row in rows:
+            table.add_row(str(row["t"]), "method", *(_fmt(row["method"].get(k)) for k in keys))
+            if row.get("oracle"):
+                table.add_row(
+                    "", "[dim]oracle[/dim]", *(f"[dim]{_fmt(row['oracle'].get(k))}[/dim]" for k in keys)
+                )
+        self.console.print(table)
+        lines = [f"forward failure (forget_acc T − 1): {_fmt(summary['forward_failure'])}"]
+        if "forward_failure_vs_oracle" in summary:
+            lines.append(
+                f"forward failure minus the oracle's change: {_fmt(summary['forward_failure_vs_oracle'])}"
+            )
+        lines.append(
+            f"backward failure max / mean: {_fmt(summary['backward_failure_max'])} / "
+            f"{_fmt(summary['backward_failure_mean'])}"
+        )
+        if "mean_gap" in summary:
+            lines.append(f"mean gap over the stream: {_fmt(summary['mean_gap'])}")
+        for line in lines:
+            self.console.print(line)
+        self.console.print(f"run directory: {run_dir}")

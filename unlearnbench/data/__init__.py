@@ -1,0 +1,1 @@
+"""Dataset sources: each module registers one dataset in `unlearnbench.registry.DATASETS`."""

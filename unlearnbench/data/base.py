@@ -1,0 +1,142 @@
+"""In-memory image datasets and the batches they yield.
+
+Small datasets (digits, CIFAR) live as uint8 tensors on the training device: a batch is one
+indexing operation plus a batched on-device augmentation, with no worker processes and no
+per-sample collation. Train-time augmentation and eval transforms are two separate code paths
+(`augment=True/False`), never a mutated shared `.transform`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+
+class Batch(NamedTuple):
+    """Images (float, normalized), labels, and their indices into the split they came from."""
+
+    x: Tensor
+    y: Tensor
+    idx: Tensor
+
+
+@dataclass(frozen=True)
+class Augmentation:
+    """Random crop with zero padding and optional horizontal flip, applied to a whole batch."""
+
+    pad: int = 0
+    flip: bool = False
+
+    def __call__(self, images: Tensor, generator: torch.Generator) -> Tensor:
+        batch, _, height, width = images.shape
+        if self.pad:
+            padded = torch.nn.functional.pad(images, (self.pad,) * 4)
+            offsets = torch.randint(
+                0, 2 * self.pad + 1, (2, batch), generator=generator, device=images.device
+            )
+            rows = offsets[0, :, None] + torch.arange(height, device=images.device)
+            cols = offsets[1, :, None] + torch.arange(width, device=images.device)
+            batch_index = torch.arange(batch, device=images.device)[:, None, None]
+            images = padded.permute(0, 2, 3, 1)[batch_index, rows[:, :, None], cols[:, None, :]]
+            images = images.permute(0, 3, 1, 2)
+        if self.flip:
+            flip = torch.rand(batch, generator=generator, device=images.device) < 0.5
+            images = torch.where(flip[:, None, None, None], images.flip(-1), images)
+        return images
+
+
+@dataclass(frozen=True)
+class ImageSplit:
+    """One split of an in-memory dataset: uint8 images (N, C, H, W) and int64 labels (N,)."""
+
+    images: Tensor
+    labels: Tensor
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def to(self, device: torch.device | str) -> ImageSplit:
+        return ImageSplit(self.images.to(device), self.labels.to(device))
+
+
+@dataclass(frozen=True)
+class ImageDataset:
+    """A dataset with a fixed train/test split, normalization constants and its train augmentation."""
+
+    name: str
+    num_classes: int
+    train: ImageSplit
+    test: ImageSplit
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+    augmentation: Augmentation
+
+    @property
+    def input_shape(self) -> tuple[int, int, int]:
+        return tuple(self.train.images.shape[1:])
+
+    def to(self, device: torch.device | str) -> ImageDataset:
+        return ImageDataset(
+            self.name,
+            self.num_classes,
+            self.train.to(device),
+            self.test.to(device),
+            self.mean,
+            self.std,
+            self.augmentation,
+        )
+
+    def normalize(self, images: Tensor) -> Tensor:
+        mean = torch.tensor(self.mean, device=images.device).view(1, -1, 1, 1)
+        std = torch.tensor(self.std, device=images.device).view(1, -1, 1, 1)
+        return (images.float() / 255.0 - mean) / std
+
+
+class InMemoryLoader:
+    """Iterates `indices` of a split in batches; shuffled and augmented only when asked.
+
+    A plain iterable with `__len__`, accepted by Lightning's Trainer like a DataLoader. The
+    generator makes shuffling and augmentation reproducible from the request's seed.
+    """
+
+    def __init__(
+        self,
+        dataset: ImageDataset,
+        split: ImageSplit,
+        indices: Tensor,
+        batch_size: int,
+        *,
+        augment: bool = False,
+        shuffle: bool = False,
+        seed: int = 0,
+    ):
+        self.dataset = dataset
+        self.split = split
+        self.indices = indices.to(split.labels.device)
+        self.batch_size = batch_size
+        self.augment = augment
+        self.shuffle = shuffle
+        self.generator = torch.Generator(device=split.labels.device).manual_seed(seed)
+
+    def __len__(self) -> int:
+        return -(-len(self.indices) // self.batch_size)
+
+    def order(self) -> Tensor:
+        if not self.shuffle:
+            return self.indices
+        permutation = torch.randperm(len(self.indices), generator=self.generator, device=self.indices.device)
+        return self.indices[permutation]
+
+    def batch(self, idx: Tensor) -> Batch:
+        images = self.split.images[idx]
+        if self.augment:
+            images = self.dataset.augmentation(images, self.generator)
+        return Batch(self.dataset.normalize(images), self.split.labels[idx], idx)
+
+    def __iter__(self) -> Iterator[Batch]:
+        for chunk in self.order().split(self.batch_size):
+            yield self.batch(chunk)

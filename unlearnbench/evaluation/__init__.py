@@ -1,0 +1,1 @@
+"""Evaluation: one inference pass per request, and every published number computed from its logits."""

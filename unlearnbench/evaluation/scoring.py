@@ -1,0 +1,92 @@
+"""Request metrics (DESIGN §3) from one set of evaluation logits, for the method and the oracle alike."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from torchmetrics.functional.classification import multiclass_accuracy
+
+from unlearnbench.evaluation.evaluator import EvalLogits
+from unlearnbench.evaluation.keys import GAP_KEYS
+from unlearnbench.evaluation.mia import svc_member_rate, true_label_confidence
+from unlearnbench.streams.base import Request
+
+
+def accuracy(logits: np.ndarray, labels: np.ndarray, num_classes: int) -> float | None:
+    """Top-1 accuracy in percent; None for an empty subset (never a silent 0)."""
+    if len(labels) == 0:
+        return None
+    value = multiclass_accuracy(
+        torch.from_numpy(logits), torch.from_numpy(labels), num_classes=num_classes, average="micro"
+    )
+    return float(value) * 100.0
+
+
+def request_scores(
+    logits: EvalLogits,
+    train_labels: np.ndarray,
+    test_labels: np.ndarray,
+    request: Request,
+    requests: list[Request],
+    num_classes: int,
+    mia_seed: int,
+) -> dict:
+    """forget/retain/test accuracies, the history row and the SVC attack after `request`."""
+
+    def train_acc(indices: np.ndarray) -> float | None:
+        return accuracy(logits.train[indices], train_labels[indices], num_classes)
+
+    scores = {
+        "forget_acc": train_acc(request.forget),
+        "retain_acc": train_acc(request.retain),
+        "test_acc": accuracy(logits.test[request.test_retain], test_labels[request.test_retain], num_classes),
+    }
+    if request.forget_classes is not None:
+        scores["forget_test_acc"] = accuracy(
+            logits.test[request.test_forget], test_labels[request.test_forget], num_classes
+        )
+    train_confidence = true_label_confidence(logits.train, train_labels)
+    test_confidence = true_label_confidence(logits.test, test_labels)
+    scores["mia_member_rate"] = svc_member_rate(
+        train_confidence[request.retain],
+        test_confidence[request.test_retain],
+        train_confidence[request.forget],
+        np.random.default_rng(mia_seed),
+    )
+    scores["history"] = [train_acc(other.forget) for other in requests]
+    return scores
+
+
+def avg_gap(method: dict, oracle: dict) -> float:
+    """Avg.Gap: mean |method − oracle| over the gap keys both sides report."""
+    gaps = [
+        abs(method[k] - oracle[k])
+        for k in GAP_KEYS
+        if method.get(k) is not None and oracle.get(k) is not None
+    ]
+    return float(np.mean(gaps)) if gaps else math.nan
+
+
+def stream_summary(rows: list[dict]) -> dict:
+    """Forward/backward failure and mean gap over a finished (or partial) stream of metric rows."""
+    method = [row["method"] for row in rows]
+    summary = {"requests_done": len(rows), "final": _without_history(method[-1])}
+    summary["forward_failure"] = method[-1]["forget_acc"] - method[0]["forget_acc"]
+    oracle = [row.get("oracle") for row in rows]
+    if all(oracle):
+        summary["final_oracle"] = _without_history(oracle[-1])
+        oracle_change = oracle[-1]["forget_acc"] - oracle[0]["forget_acc"]
+        summary["forward_failure_vs_oracle"] = summary["forward_failure"] - oracle_change
+        summary["mean_gap"] = float(np.mean([row["method"]["gap"] for row in rows]))
+    regressions = [
+        method[t]["history"][s] - method[s]["history"][s] for t in range(len(rows)) for s in range(t)
+    ]
+    summary["backward_failure_max"] = max(regressions) if regressions else None
+    summary["backward_failure_mean"] = float(np.mean(regressions)) if regressions else None
+    return summary
+
+
+def _without_history(scores: dict) -> dict:
+    return {key: value for key, value in scores.items() if key != "history"}

@@ -1,0 +1,91 @@
+"""`UnlearningMethod`: the LightningModule every unlearning method subclasses.
+
+A method declares its hyperparameters as typed `__init__` arguments (defaults from its reference
+implementation; the CLI and configs override them), picks a `BatchMode`, and implements
+`loss(batch)`. It may override `prepare(request, data)` for work done once per request (a saliency
+mask, a teacher copy) and `after_step()` (re-apply a mask). A method that is not a gradient loop
+over data overrides `unlearn(fit)` instead. The training loop is Lightning's, never the method's,
+and the runner treats every method the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import ClassVar
+
+import lightning as L
+import torch
+from torch import Tensor, nn
+
+from unlearnbench.data.base import Batch
+from unlearnbench.streams.base import StreamView, UnlearningRequest
+from unlearnbench.streams.batches import BatchMode
+
+
+class UnlearningMethod(L.LightningModule):
+    """Base class: SGD with momentum over the model's trainable parameters, constant learning rate."""
+
+    batch_mode: ClassVar[BatchMode] = BatchMode.RETAIN
+
+    def __init__(
+        self,
+        lr: float = 0.01,
+        epochs: int = 10,
+        batch_size: int = 256,
+        momentum: float = 0.9,
+        weight_decay: float = 5e-4,
+    ):
+        super().__init__()
+        self.save_hyperparameters()
+        self.model: nn.Module | None = None
+        self.num_classes = 0
+
+    def attach(self, model: nn.Module, num_classes: int) -> UnlearningMethod:
+        """Give the method the model it will unlearn from (the pretrained model before request 1)."""
+        self.model = model
+        self.num_classes = num_classes
+        return self
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.model(x)
+
+    def prepare(self, request: UnlearningRequest, data: StreamView) -> None:
+        """Work done once per request before training; timed separately as `prepare_s`."""
+
+    def loss(self, batch: dict[str, Batch]) -> Tensor:
+        raise NotImplementedError(f"{type(self).__name__} must implement loss() or override unlearn()")
+
+    def after_step(self) -> None:
+        """Called after every optimizer step."""
+
+    def unlearn(self, fit: Callable[[int], None]) -> None:
+        """Serve the current request; `fit(epochs)` runs Lightning's loop over the request's batches."""
+        fit(self.hparams.epochs)
+
+    def training_step(self, batch: dict[str, Batch], batch_idx: int) -> Tensor:
+        loss = self.loss(batch)
+        self.log("train/loss", loss, prog_bar=True, batch_size=_batch_size(batch))
+        return loss
+
+    def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
+        self.after_step()
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(
+            [p for p in self.model.parameters() if p.requires_grad],
+            lr=self.hparams.lr,
+            momentum=self.hparams.momentum,
+            weight_decay=self.hparams.weight_decay,
+        )
+
+
+def _batch_size(batch: dict[str, Batch]) -> int:
+    return sum(len(part.y) for part in batch.values())
+
+
+def random_labels(labels: Tensor, num_classes: int, exclude_true: bool) -> Tensor:
+    """Uniform random labels; with `exclude_true`, uniform over the classes other than the true one."""
+    if not exclude_true:
+        return torch.randint(0, num_classes, labels.shape, device=labels.device)
+    offset = torch.randint(1, num_classes, labels.shape, device=labels.device)
+    return (labels + offset) % num_classes

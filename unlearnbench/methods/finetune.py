@@ -1,0 +1,36 @@
+"""Fine-tuning (FT): keep training on the retain set and let catastrophic forgetting do the work."""
+
+from __future__ import annotations
+
+import torch.nn.functional as F
+from torch import Tensor
+
+from unlearnbench.data.base import Batch
+from unlearnbench.methods.base import UnlearningMethod
+from unlearnbench.registry import METHODS
+from unlearnbench.streams.batches import BatchMode
+
+
+@METHODS.register("finetune")
+class FineTune(UnlearningMethod):
+    """FT: cross-entropy on the retain set only (Warnecke et al., 2023; SalUn's baseline).
+
+    Defaults from SalUn's reference scripts (Fan et al., ICLR 2024): lr 0.01, 10 epochs, SGD
+    momentum 0.9, weight decay 5e-4, batch 256.
+    """
+
+    batch_mode = BatchMode.RETAIN
+
+    def __init__(
+        self,
+        lr: float = 0.01,
+        epochs: int = 10,
+        batch_size: int = 256,
+        momentum: float = 0.9,
+        weight_decay: float = 5e-4,
+    ):
+        super().__init__(lr, epochs, batch_size, momentum, weight_decay)
+
+    def loss(self, batch: dict[str, Batch]) -> Tensor:
+        retain = batch["retain"]
+        return F.cross_entropy(self(retain.x), retain.y)

@@ -1,0 +1,67 @@
+"""SalUn: random labeling restricted to the weights most salient for the forget set."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from unlearnbench.methods.rl import RandomLabel
+from unlearnbench.registry import METHODS
+from unlearnbench.streams.base import StreamView, UnlearningRequest
+
+
+@METHODS.register("salun")
+class SalUn(RandomLabel):
+    """SalUn: RL on the top-`ratio` salient weights (Fan et al., "SalUn", ICLR 2024).
+
+    The mask is computed once per request from the current model in eval mode: the gradient of
+    −CE summed over the forget set, thresholded globally (over all parameters) at its top `ratio`
+    magnitudes, as in the reference `generate_mask.py` (ratio 0.5). The reference only masks the
+    gradient, which lets weight decay and momentum still move masked-out weights; here masked-out
+    weights are restored and their momentum zeroed after every step, so they and their optimizer
+    state stay exactly fixed.
+    """
+
+    def __init__(
+        self,
+        ratio: float = 0.5,
+        exclude_true: bool = False,
+        lr: float = 0.013,
+        epochs: int = 10,
+        batch_size: int = 256,
+        momentum: float = 0.9,
+        weight_decay: float = 5e-4,
+    ):
+        super().__init__(exclude_true, lr, epochs, batch_size, momentum, weight_decay)
+        self.masks: dict[str, torch.Tensor] = {}
+        self.frozen_values: dict[str, torch.Tensor] = {}
+
+    def prepare(self, request: UnlearningRequest, data: StreamView) -> None:
+        parameters = dict(self.model.named_parameters())
+        gradients = {name: torch.zeros_like(p) for name, p in parameters.items()}
+        was_training = self.model.training
+        self.model.eval()
+        for batch in data.loader("forget"):
+            self.model.zero_grad()
+            x, y = batch.x.to(self.device), batch.y.to(self.device)
+            (-F.cross_entropy(self.model(x), y, reduction="sum")).backward()
+            for name, p in parameters.items():
+                if p.grad is not None:
+                    gradients[name] += p.grad
+        self.model.zero_grad()
+        self.model.train(was_training)
+        magnitudes = torch.cat([g.abs().flatten() for g in gradients.values()])
+        keep = max(1, int(self.hparams.ratio * magnitudes.numel()))
+        threshold = torch.topk(magnitudes, keep, sorted=True).values[-1]
+        self.masks = {name: g.abs() >= threshold for name, g in gradients.items()}
+        self.frozen_values = {name: p.detach().clone() for name, p in parameters.items()}
+
+    def after_step(self) -> None:
+        optimizer = self.optimizers().optimizer
+        with torch.no_grad():
+            for name, p in self.model.named_parameters():
+                mask = self.masks[name]
+                p.copy_(torch.where(mask, p, self.frozen_values[name]))
+                buffer = optimizer.state.get(p, {}).get("momentum_buffer")
+                if buffer is not None:
+                    buffer.mul_(mask)

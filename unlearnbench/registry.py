@@ -1,0 +1,81 @@
+"""One small generic registry: methods, streams, datasets and archs are looked up by name.
+
+Modelled on timm's model registry: a decorator registers a factory under a name with a one-line
+description (the first line of its docstring), `get` raises a `UnknownNameError` that names the valid
+choices, and `names()` drives the registry-wide parametrized tests.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable, Iterator
+from importlib.metadata import entry_points
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class UnknownNameError(ValueError):
+    """A name that no registry entry carries; the message lists the valid choices."""
+
+
+class Registry(Generic[T]):
+    """Name -> object map; built-ins are every module of `package`, plugins come from entry points."""
+
+    def __init__(self, kind: str, package: str, entry_point_group: str | None = None):
+        self.kind = kind
+        self._entries: dict[str, T] = {}
+        self._package = package
+        self._entry_point_group = entry_point_group
+        self._loaded = False
+
+    def register(self, name: str) -> Callable[[T], T]:
+        """Decorator: `@METHODS.register("salun")`."""
+
+        def decorator(obj: T) -> T:
+            if name in self._entries and self._entries[name] is not obj:
+                raise ValueError(f"{self.kind} {name!r} is already registered")
+            self._entries[name] = obj
+            return obj
+
+        return decorator
+
+    def _load(self) -> None:
+        if self._loaded:
+            return
+        self._loaded = True
+        package = importlib.import_module(self._package)
+        for module in pkgutil.iter_modules(package.__path__):
+            importlib.import_module(f"{self._package}.{module.name}")
+        if self._entry_point_group:
+            for entry_point in entry_points(group=self._entry_point_group):
+                self.register(entry_point.name)(entry_point.load())
+
+    def get(self, name: str) -> T:
+        self._load()
+        if name not in self._entries:
+            raise UnknownNameError(f"unknown {self.kind} {name!r}; choose one of: {', '.join(self.names())}")
+        return self._entries[name]
+
+    def names(self) -> list[str]:
+        self._load()
+        return sorted(self._entries)
+
+    def describe(self, name: str) -> str:
+        """First line of the registered object's docstring."""
+        doc = (self.get(name).__doc__ or "").strip()
+        return doc.splitlines()[0] if doc else ""
+
+    def __contains__(self, name: str) -> bool:
+        self._load()
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+
+DATASETS: Registry = Registry("dataset", "unlearnbench.data")
+ARCHS: Registry = Registry("arch", "unlearnbench.models")
+STREAMS: Registry = Registry("stream", "unlearnbench.streams")
+METHODS: Registry = Registry("method", "unlearnbench.methods", entry_point_group="unlearnbench.methods")

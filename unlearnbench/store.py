@@ -1,0 +1,99 @@
+"""Content-addressed model store for pretrained models and oracles (DESIGN §2).
+
+An entry is keyed by a hash of (dataset, arch, training recipe, seed, sorted excluded indices),
+so every method on the same stream and seed shares the same oracles and a second run trains
+none. Writes are atomic (weights first, then the metadata that names their sha256); a reader
+verifies the hash and loads with `weights_only=True`, so a truncated, edited or malicious file is
+retrained, never trusted. A per-entry file lock makes parallel processes train each model once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from filelock import FileLock
+
+from unlearnbench.io import write_atomic, write_json_atomic
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Everything a from-scratch training run depends on."""
+
+    dataset: str
+    arch: str
+    recipe: dict
+    seed: int
+    excluded: tuple[int, ...] = field(default=())
+
+    def key(self) -> str:
+        excluded = sha256_bytes(np.asarray(sorted(self.excluded), dtype=np.int64).tobytes())
+        payload = {
+            "dataset": self.dataset,
+            "arch": self.arch,
+            "recipe": self.recipe,
+            "seed": self.seed,
+            "excluded": excluded,
+        }
+        return sha256_bytes(json.dumps(payload, sort_keys=True).encode())[:24]
+
+
+class ModelStore:
+    """A folder of `<key>.pt` weights and `<key>.json` metadata; `trained` counts models trained here."""
+
+    def __init__(self, root: Path | str):
+        self.root = Path(root)
+        self.trained = 0
+
+    def _paths(self, key: str) -> tuple[Path, Path, Path]:
+        return self.root / f"{key}.pt", self.root / f"{key}.json", self.root / f"{key}.lock"
+
+    def load(self, spec: ModelSpec) -> dict[str, torch.Tensor] | None:
+        """The entry's state dict if present and its sha256 matches; None otherwise."""
+        weights, meta, _ = self._paths(spec.key())
+        if not (weights.exists() and meta.exists()):
+            return None
+        try:
+            expected = json.loads(meta.read_text())["sha256"]
+        except (json.JSONDecodeError, KeyError):
+            return None
+        data = weights.read_bytes()
+        if sha256_bytes(data) != expected:
+            return None
+        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+
+    def get_or_train(
+        self, spec: ModelSpec, train: Callable[[], dict[str, torch.Tensor]]
+    ) -> dict[str, torch.Tensor]:
+        """Load the entry, or train it (once across processes) and store it atomically."""
+        state = self.load(spec)
+        if state is not None:
+            return state
+        self.root.mkdir(parents=True, exist_ok=True)
+        weights, meta, lock = self._paths(spec.key())
+        with FileLock(lock):
+            state = self.load(spec)
+            if state is not None:
+                return state
+            state = {name: tensor.detach().cpu() for name, tensor in train().items()}
+            buffer = io.BytesIO()
+            torch.save(state, buffer)
+            data = buffer.getvalue()
+            write_atomic(weights, lambda f: f.write(data))
+            spec_meta = {"dataset": spec.dataset, "arch": spec.arch, "recipe": spec.recipe, "seed": spec.seed}
+            write_json_atomic(
+                meta, {"sha256": sha256_bytes(data), "num_excluded": len(spec.excluded), **spec_meta}
+            )
+            self.trained += 1
+            return state

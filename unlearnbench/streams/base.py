@@ -1,0 +1,178 @@
+"""`RequestStream`: the sequence of unlearning requests, and what a method may see of it.
+
+The manifest (every index list of every request) is a pure function of (dataset, kind,
+num_requests, size, seed) through one explicit `numpy.random.Generator`, so every method on the
+same stream faces exactly the same requests. As in Avalanche, a method only sees an
+`UnlearningRequest` and a `StreamView`: the current and past forget sets and the retain set, never
+the test set, future requests or the oracle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import lightning as L
+import numpy as np
+import torch
+
+from unlearnbench.data.base import ImageDataset, InMemoryLoader
+from unlearnbench.registry import STREAMS
+from unlearnbench.streams.batches import BatchMode, RequestBatches
+from unlearnbench.streams.kinds import StreamError
+
+__all__ = ["Request", "RequestStream", "StreamError", "StreamView", "UnlearningRequest"]
+
+
+@dataclass(frozen=True, eq=False)
+class UnlearningRequest:
+    """The part of request t a method may see (train indices only)."""
+
+    t: int
+    forget: np.ndarray
+    forgotten: np.ndarray
+    retain: np.ndarray
+    forget_classes: tuple[int, ...] | None
+
+
+@dataclass(frozen=True, eq=False)
+class Request(UnlearningRequest):
+    """Request t as the evaluator sees it: adds the test indices of forgotten / retained classes."""
+
+    test_forget: np.ndarray
+    test_retain: np.ndarray
+
+    def public(self) -> UnlearningRequest:
+        return UnlearningRequest(**{f.name: getattr(self, f.name) for f in fields(UnlearningRequest)})
+
+
+def build_requests(
+    dataset: ImageDataset, kind: str, num_requests: int, size: float, seed: int
+) -> list[Request]:
+    """The stream's requests: a pure function of its arguments (validated first)."""
+    stream_kind = STREAMS.get(kind)()
+    if num_requests < 1:
+        raise StreamError(f"requests must be >= 1, got {num_requests}")
+    stream_kind.validate(len(dataset.train), dataset.num_classes, num_requests, size)
+    train_labels = dataset.train.labels.cpu().numpy()
+    test_labels = dataset.test.labels.cpu().numpy()
+    forget_sets = stream_kind.build(
+        train_labels, dataset.num_classes, num_requests, size, np.random.default_rng(seed)
+    )
+    requests, forgotten, classes_so_far = [], np.array([], dtype=np.int64), ()
+    all_train = np.arange(len(train_labels))
+    for t, forget_set in enumerate(forget_sets, start=1):
+        forget = np.asarray(forget_set.indices, dtype=np.int64)
+        forgotten = np.union1d(forgotten, forget)
+        classes_so_far += forget_set.classes or ()
+        test_forget = np.flatnonzero(np.isin(test_labels, classes_so_far))
+        requests.append(
+            Request(
+                t=t,
+                forget=forget,
+                forgotten=forgotten,
+                retain=np.setdiff1d(all_train, forgotten, assume_unique=True),
+                forget_classes=forget_set.classes,
+                test_forget=test_forget,
+                test_retain=np.setdiff1d(np.arange(len(test_labels)), test_forget, assume_unique=True),
+            )
+        )
+    return requests
+
+
+class StreamView:
+    """What a method's `prepare` may load: the current request's forget/retain sets and past forget sets."""
+
+    def __init__(self, stream: RequestStream):
+        self._stream = stream
+
+    @property
+    def num_classes(self) -> int:
+        return self._stream.dataset.num_classes
+
+    def past_forget_sets(self) -> list[np.ndarray]:
+        """F_1 .. F_{t-1}: what continual methods may remember of earlier requests."""
+        return [request.forget for request in self._stream.requests[: self._stream.current.t - 1]]
+
+    def loader(
+        self, which: str, *, batch_size: int = 512, augment: bool = False, indices=None
+    ) -> InMemoryLoader:
+        """Eval-transform (or augmented) batches of `forget`, `retain`, or given train indices of them."""
+        allowed = {"forget": self._stream.current.forget, "retain": self._stream.current.retain}
+        chosen = allowed[which] if indices is None else np.asarray(indices)
+        if not np.isin(chosen, allowed[which]).all():
+            raise ValueError(f"indices outside the current {which} set")
+        return self._stream.loader(chosen, batch_size=batch_size, augment=augment)
+
+
+class RequestStream(L.LightningDataModule):
+    """T unlearning requests over one dataset; `select(t)` makes request t current.
+
+    The train dataloader yields the current request's batches in the `BatchMode` the method
+    declared (set with `configure_batches`); loaders are reseeded from (seed, t), so a fit that
+    resumes after a crash sees exactly the same batches.
+    """
+
+    def __init__(
+        self, dataset: ImageDataset, kind: str, num_requests: int, size: float | None = None, seed: int = 0
+    ):
+        super().__init__()
+        self.dataset = dataset
+        self.kind = kind
+        self.num_requests = num_requests
+        self.size = STREAMS.get(kind).default_size if size is None else size
+        self.seed = seed
+        self.requests = build_requests(dataset, kind, num_requests, self.size, seed)
+        self.current: Request = self.requests[0]
+        self.batch_mode = BatchMode.RETAIN
+        self.batch_size = 64
+
+    def select(self, t: int) -> Request:
+        self.current = self.requests[t - 1]
+        return self.current
+
+    def configure_batches(self, mode: BatchMode | str, batch_size: int) -> None:
+        self.batch_mode = BatchMode(mode)
+        self.batch_size = batch_size
+
+    def view(self) -> StreamView:
+        return StreamView(self)
+
+    def loader_seed(self, salt: int = 0) -> int:
+        return int(np.random.default_rng([self.seed, self.current.t, salt]).integers(2**31))
+
+    def loader(self, indices: np.ndarray, *, batch_size: int, augment: bool, salt: int = 0) -> InMemoryLoader:
+        return InMemoryLoader(
+            self.dataset,
+            self.dataset.train,
+            torch.as_tensor(indices, dtype=torch.long),
+            batch_size,
+            augment=augment,
+            shuffle=augment,
+            seed=self.loader_seed(salt),
+        )
+
+    def train_dataloader(self) -> RequestBatches:
+        forget = self.loader(self.current.forget, batch_size=self.batch_size, augment=True, salt=1)
+        retain = self.loader(self.current.retain, batch_size=self.batch_size, augment=True, salt=2)
+        return RequestBatches(forget, retain, self.batch_mode)
+
+    def manifest(self) -> dict:
+        """Every index list of the stream, as saved in `manifest.json`."""
+        return {
+            "dataset": self.dataset.name,
+            "kind": self.kind,
+            "num_requests": self.num_requests,
+            "size": self.size,
+            "seed": self.seed,
+            "num_train": len(self.dataset.train),
+            "num_test": len(self.dataset.test),
+            "requests": [
+                {
+                    "t": request.t,
+                    "forget": request.forget.tolist(),
+                    "forget_classes": list(request.forget_classes) if request.forget_classes else None,
+                    "test_forget": request.test_forget.tolist(),
+                }
+                for request in self.requests
+            ],
+        }
