@@ -57,9 +57,7 @@ def run_parser(method: str | None) -> ArgumentParser:
     parser = ArgumentParser(description="Run one method over one request stream.", exit_on_error=False)
     parser.add_argument("--config", action=ActionConfigFile, help="YAML file with any of these options")
     parser.add_argument("--method", type=str, required=True, help=f"one of: {', '.join(METHODS.names())}")
-    parser.add_argument(
-        "--stream", type=str, default="classwise", help=f"one of: {', '.join(STREAMS.names())}"
-    )
+    parser.add_argument("--stream", type=str, default="classwise", help=f"one of: {', '.join(STREAMS.names())}")
     parser.add_argument("--dataset", type=str, default="digits")
     parser.add_argument("--arch", type=str, default="smallcnn")
     parser.add_argument("--requests", type=int, default=5, help="number of unlearning requests T")
@@ -82,9 +80,7 @@ def run_parser(method: str | None) -> ArgumentParser:
     parser.add_argument("--precision", type=str, default="32-true")
     parser.add_argument("--quiet", type=bool, default=False)
     if method in METHODS:
-        parser.add_class_arguments(
-            METHODS.get(method), nested_key=method, help=f"hyperparameters of {method}"
-        )
+        parser.add_class_arguments(METHODS.get(method), nested_key=method, help=f"hyperparameters of {method}")
     return parser
 
 
@@ -161,9 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # Lightning's own deprecation notices say nothing about the user's run.
     warnings.filterwarnings("ignore", category=DeprecationWarning)
-    warnings.filterwarnings(
-        "ignore", message=r".*(LeafSpec|does not have many workers|smaller than the logging).*"
-    )
+    warnings.filterwarnings("ignore", message=r".*(LeafSpec|does not have many workers|smaller than the logging).*")
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE, end="")
         return 0 if argv else EXIT_USAGE

@@ -52,9 +52,7 @@ class RunConfig:
             (ARCHS, self.arch),
         ):
             if name not in registry:
-                raise ConfigError(
-                    f"unknown {registry.kind} {name!r}; choose one of: {', '.join(registry.names())}"
-                )
+                raise ConfigError(f"unknown {registry.kind} {name!r}; choose one of: {', '.join(registry.names())}")
         if self.oracle not in ("retrain", "none"):
             raise ConfigError(f"unknown oracle {self.oracle!r}; choose one of: retrain, none")
         accepted = inspect.signature(METHODS.get(self.method)).parameters

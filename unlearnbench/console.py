@@ -89,15 +89,11 @@ class Reporter:
         for row in rows:
             table.add_row(str(row["t"]), "method", *(_fmt(row["method"].get(k)) for k in keys))
             if row.get("oracle"):
-                table.add_row(
-                    "", "[dim]oracle[/dim]", *(f"[dim]{_fmt(row['oracle'].get(k))}[/dim]" for k in keys)
-                )
+                table.add_row("", "[dim]oracle[/dim]", *(f"[dim]{_fmt(row['oracle'].get(k))}[/dim]" for k in keys))
         self.console.print(table)
         lines = [f"forward failure (forget_acc T − 1): {_fmt(summary['forward_failure'])}"]
         if "forward_failure_vs_oracle" in summary:
-            lines.append(
-                f"forward failure minus the oracle's change: {_fmt(summary['forward_failure_vs_oracle'])}"
-            )
+            lines.append(f"forward failure minus the oracle's change: {_fmt(summary['forward_failure_vs_oracle'])}")
         lines.append(
             f"backward failure max / mean: {_fmt(summary['backward_failure_max'])} / "
             f"{_fmt(summary['backward_failure_mean'])}"

@@ -21,7 +21,7 @@ import yaml
 from unlearnbench.io import write_atomic, write_json_atomic, write_text_atomic, write_yaml_atomic
 
 
-class RunDirectoryMismatch(ValueError):
+class RunDirectoryMismatchError(ValueError):
     """The folder holds a run made with another configuration."""
 
 
@@ -33,18 +33,14 @@ class RunDirectory:
     def metrics_path(self) -> Path:
         return self.path / "metrics.jsonl"
 
-    def initialize(
-        self, identity: dict, manifest: dict, train_labels: np.ndarray, test_labels: np.ndarray
-    ) -> None:
+    def initialize(self, identity: dict, manifest: dict, train_labels: np.ndarray, test_labels: np.ndarray) -> None:
         """Write config and manifest for a new run, or check that an existing run is the same one."""
         config_path = self.path / "config.yaml"
         if config_path.exists():
             existing = yaml.safe_load(config_path.read_text())
             if existing != identity:
-                differing = sorted(
-                    k for k in set(existing) | set(identity) if existing.get(k) != identity.get(k)
-                )
-                raise RunDirectoryMismatch(
+                differing = sorted(k for k in set(existing) | set(identity) if existing.get(k) != identity.get(k))
+                raise RunDirectoryMismatchError(
                     f"{self.path} holds a run with a different configuration ({', '.join(differing)})"
                 )
             return
@@ -88,9 +84,7 @@ class RunDirectory:
             if path != self._state_path(t):
                 path.unlink(missing_ok=True)
 
-    def save_logits(
-        self, t: int, method: dict[str, np.ndarray], oracle: dict[str, np.ndarray] | None
-    ) -> None:
+    def save_logits(self, t: int, method: dict[str, np.ndarray], oracle: dict[str, np.ndarray] | None) -> None:
         arrays = {f"method_{split}": logits for split, logits in method.items()}
         arrays.update({f"oracle_{split}": logits for split, logits in (oracle or {}).items()})
         write_atomic(self.path / "logits" / f"t{t:03d}.npz", lambda f: np.savez_compressed(f, **arrays))

@@ -61,9 +61,7 @@ class Runner:
         self.reporter = reporter or Reporter(quiet=True)
         self.dataset = DATASETS.get(config.dataset)()
         try:
-            self.stream = RequestStream(
-                self.dataset, config.stream, config.requests, config.size, config.seed
-            )
+            self.stream = RequestStream(self.dataset, config.stream, config.requests, config.size, config.seed)
         except StreamError as error:
             raise ConfigError(str(error)) from error
         try:

@@ -73,9 +73,7 @@ class ModelStore:
             return None
         return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
 
-    def get_or_train(
-        self, spec: ModelSpec, train: Callable[[], dict[str, torch.Tensor]]
-    ) -> dict[str, torch.Tensor]:
+    def get_or_train(self, spec: ModelSpec, train: Callable[[], dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
         """Load the entry, or train it (once across processes) and store it atomically."""
         state = self.load(spec)
         if state is not None:
@@ -92,8 +90,6 @@ class ModelStore:
             data = buffer.getvalue()
             write_atomic(weights, lambda f: f.write(data))
             spec_meta = {"dataset": spec.dataset, "arch": spec.arch, "recipe": spec.recipe, "seed": spec.seed}
-            write_json_atomic(
-                meta, {"sha256": sha256_bytes(data), "num_excluded": len(spec.excluded), **spec_meta}
-            )
+            write_json_atomic(meta, {"sha256": sha256_bytes(data), "num_excluded": len(spec.excluded), **spec_meta})
             self.trained += 1
             return state

@@ -35,9 +35,7 @@ class Augmentation:
         batch, _, height, width = images.shape
         if self.pad:
             padded = torch.nn.functional.pad(images, (self.pad,) * 4)
-            offsets = torch.randint(
-                0, 2 * self.pad + 1, (2, batch), generator=generator, device=images.device
-            )
+            offsets = torch.randint(0, 2 * self.pad + 1, (2, batch), generator=generator, device=images.device)
             rows = offsets[0, :, None] + torch.arange(height, device=images.device)
             cols = offsets[1, :, None] + torch.arange(width, device=images.device)
             batch_index = torch.arange(batch, device=images.device)[:, None, None]

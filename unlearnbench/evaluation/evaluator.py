@@ -20,9 +20,7 @@ class EvalLogits:
 
 
 @torch.inference_mode()
-def _split_logits(
-    model: nn.Module, dataset: ImageDataset, split: ImageSplit, batch_size: int, device
-) -> np.ndarray:
+def _split_logits(model: nn.Module, dataset: ImageDataset, split: ImageSplit, batch_size: int, device) -> np.ndarray:
     loader = InMemoryLoader(dataset, split, torch.arange(len(split)), batch_size)
     return torch.cat([model(batch.x.to(device)).float().cpu() for batch in loader]).numpy()
 

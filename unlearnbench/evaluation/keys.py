@@ -28,15 +28,11 @@ METRIC_KEYS: dict[str, MetricKey] = {
         MetricKey("forget_acc", "accuracy (%) on F_t, the current forget set", False, True),
         MetricKey("forget_test_acc", "accuracy (%) on test samples of all forgotten classes", False, True),
         MetricKey("retain_acc", "accuracy (%) on the retain set", True, True),
-        MetricKey(
-            "test_acc", "accuracy (%) on test samples of retained classes (all test if random)", True, True
-        ),
+        MetricKey("test_acc", "accuracy (%) on test samples of retained classes (all test if random)", True, True),
         MetricKey("mia_member_rate", "% of F_t an SVC membership attack calls member", False, True),
         MetricKey("gap", "mean |method − oracle| over the accuracy and MIA keys", False, False),
         MetricKey("rte_s", "wall seconds of the unlearning itself, evaluation excluded", False, False),
-        MetricKey(
-            "prepare_s", "wall seconds of per-request preparation (masks, teachers, features)", False, False
-        ),
+        MetricKey("prepare_s", "wall seconds of per-request preparation (masks, teachers, features)", False, False),
     )
 }
 

@@ -61,11 +61,7 @@ def request_scores(
 
 def avg_gap(method: dict, oracle: dict) -> float:
     """Avg.Gap: mean |method − oracle| over the gap keys both sides report."""
-    gaps = [
-        abs(method[k] - oracle[k])
-        for k in GAP_KEYS
-        if method.get(k) is not None and oracle.get(k) is not None
-    ]
+    gaps = [abs(method[k] - oracle[k]) for k in GAP_KEYS if method.get(k) is not None and oracle.get(k) is not None]
     return float(np.mean(gaps)) if gaps else math.nan
 
 
@@ -80,9 +76,7 @@ def stream_summary(rows: list[dict]) -> dict:
         oracle_change = oracle[-1]["forget_acc"] - oracle[0]["forget_acc"]
         summary["forward_failure_vs_oracle"] = summary["forward_failure"] - oracle_change
         summary["mean_gap"] = float(np.mean([row["method"]["gap"] for row in rows]))
-    regressions = [
-        method[t]["history"][s] - method[s]["history"][s] for t in range(len(rows)) for s in range(t)
-    ]
+    regressions = [method[t]["history"][s] - method[s]["history"][s] for t in range(len(rows)) for s in range(t)]
     summary["backward_failure_max"] = max(regressions) if regressions else None
     summary["backward_failure_mean"] = float(np.mean(regressions)) if regressions else None
     return summary

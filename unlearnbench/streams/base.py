@@ -45,9 +45,7 @@ class Request(UnlearningRequest):
         return UnlearningRequest(**{f.name: getattr(self, f.name) for f in fields(UnlearningRequest)})
 
 
-def build_requests(
-    dataset: ImageDataset, kind: str, num_requests: int, size: float, seed: int
-) -> list[Request]:
+def build_requests(dataset: ImageDataset, kind: str, num_requests: int, size: float, seed: int) -> list[Request]:
     """The stream's requests: a pure function of its arguments (validated first)."""
     stream_kind = STREAMS.get(kind)()
     if num_requests < 1:
@@ -55,9 +53,7 @@ def build_requests(
     stream_kind.validate(len(dataset.train), dataset.num_classes, num_requests, size)
     train_labels = dataset.train.labels.cpu().numpy()
     test_labels = dataset.test.labels.cpu().numpy()
-    forget_sets = stream_kind.build(
-        train_labels, dataset.num_classes, num_requests, size, np.random.default_rng(seed)
-    )
+    forget_sets = stream_kind.build(train_labels, dataset.num_classes, num_requests, size, np.random.default_rng(seed))
     requests, forgotten, classes_so_far = [], np.array([], dtype=np.int64), ()
     all_train = np.arange(len(train_labels))
     for t, forget_set in enumerate(forget_sets, start=1):
@@ -93,9 +89,7 @@ class StreamView:
         """F_1 .. F_{t-1}: what continual methods may remember of earlier requests."""
         return [request.forget for request in self._stream.requests[: self._stream.current.t - 1]]
 
-    def loader(
-        self, which: str, *, batch_size: int = 512, augment: bool = False, indices=None
-    ) -> InMemoryLoader:
+    def loader(self, which: str, *, batch_size: int = 512, augment: bool = False, indices=None) -> InMemoryLoader:
         """Eval-transform (or augmented) batches of `forget`, `retain`, or given train indices of them."""
         allowed = {"forget": self._stream.current.forget, "retain": self._stream.current.retain}
         chosen = allowed[which] if indices is None else np.asarray(indices)
@@ -112,9 +106,7 @@ class RequestStream(L.LightningDataModule):
     resumes after a crash sees exactly the same batches.
     """
 
-    def __init__(
-        self, dataset: ImageDataset, kind: str, num_requests: int, size: float | None = None, seed: int = 0
-    ):
+    def __init__(self, dataset: ImageDataset, kind: str, num_requests: int, size: float | None = None, seed: int = 0):
         super().__init__()
         self.dataset = dataset
         self.kind = kind

@@ -55,9 +55,7 @@ class RequestBatches:
         return self._mixed()
 
     def _paired(self) -> Iterator[dict[str, Batch]]:
-        longer, shorter = (
-            ("forget", "retain") if len(self.forget) >= len(self.retain) else ("retain", "forget")
-        )
+        longer, shorter = ("forget", "retain") if len(self.forget) >= len(self.retain) else ("retain", "forget")
         loaders = {"forget": self.forget, "retain": self.retain}
         cycled = _reshuffled_cycle(loaders[shorter])
         for batch in loaders[longer]:
