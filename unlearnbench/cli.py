@@ -79,6 +79,7 @@ def run_parser(method: str | None) -> ArgumentParser:
     parser.add_argument("--num_nodes", "--num-nodes", type=int, default=1)
     parser.add_argument("--precision", type=str, default="32-true")
     parser.add_argument("--quiet", type=bool, default=False)
+    parser.add_argument("--recipe", type=dict, default={}, help="overrides of the pretraining/oracle recipe")
     if method in METHODS:
         parser.add_class_arguments(METHODS.get(method), nested_key=method, help=f"hyperparameters of {method}")
     return parser
@@ -109,6 +110,7 @@ def cmd_run(argv: list[str]) -> int:
         seed=args.seed,
         oracle=args.oracle,
         method_args=dict(args.get(args.method) or {}),
+        recipe=dict(args.recipe),
         out=args.out,
         store=args.store,
         save_logits=args.save_logits,

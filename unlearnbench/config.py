@@ -5,11 +5,12 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Literal
 
 from unlearnbench.registry import ARCHS, DATASETS, METHODS, STREAMS
+from unlearnbench.training import Recipe
 
 
 class ConfigError(ValueError):
@@ -38,6 +39,7 @@ class RunConfig:
     seed: int = 0
     oracle: Literal["retrain", "none"] = "retrain"
     method_args: dict = field(default_factory=dict)
+    recipe: dict = field(default_factory=dict)
     out: Path = Path("runs")
     store: Path | None = None
     save_logits: bool = False
@@ -55,6 +57,11 @@ class RunConfig:
                 raise ConfigError(f"unknown {registry.kind} {name!r}; choose one of: {', '.join(registry.names())}")
         if self.oracle not in ("retrain", "none"):
             raise ConfigError(f"unknown oracle {self.oracle!r}; choose one of: retrain, none")
+        unknown_recipe = sorted(set(self.recipe) - {f.name for f in fields(Recipe)})
+        if unknown_recipe:
+            raise ConfigError(
+                f"unknown recipe key(s) {', '.join(unknown_recipe)}; valid: {', '.join(f.name for f in fields(Recipe))}"
+            )
         accepted = inspect.signature(METHODS.get(self.method)).parameters
         unknown = sorted(set(self.method_args) - set(accepted))
         if unknown:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -68,7 +68,7 @@ class Runner:
             self.method: UnlearningMethod = METHODS.get(config.method)(**config.method_args)
         except (TypeError, ValueError) as error:
             raise ConfigError(f"invalid arguments for method {config.method!r}: {error}") from error
-        self.recipe = Recipe.for_setting(config.dataset, config.arch)
+        self.recipe = replace(Recipe.for_setting(config.dataset, config.arch), **config.recipe)
         self.identity = config.identity(dict(self.method.hparams), self.recipe.as_dict(), self.stream.size)
         self.run_dir = RunDirectory(config.out / config.run_name(self.identity))
         self.store = ModelStore(config.store_dir)

@@ -62,6 +62,10 @@ class UnlearningMethod(L.LightningModule):
         """Serve the current request; `fit(epochs)` runs Lightning's loop over the request's batches."""
         fit(self.hparams.epochs)
 
+    def on_train_start(self) -> None:
+        # Lightning keeps each submodule's mode; the model arrives in eval mode from evaluation.
+        self.train()
+
     def training_step(self, batch: dict[str, Batch], batch_idx: int) -> Tensor:
         loss = self.loss(batch)
         self.log("train/loss", loss, prog_bar=True, batch_size=_batch_size(batch))

@@ -1,0 +1,37 @@
+"""Shared fixtures: the digits dataset, a fast recipe, and a tiny run helper used across tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from unlearnbench.config import RunConfig
+from unlearnbench.registry import DATASETS
+from unlearnbench.runner import Runner
+
+#: Pretraining/oracle recipe small enough for tests, still well above chance on digits.
+FAST_RECIPE = {"epochs": 4, "batch_size": 128, "lr": 0.1}
+
+
+@pytest.fixture(scope="session")
+def digits():
+    return DATASETS.get("digits")()
+
+
+@pytest.fixture(scope="session")
+def shared_store(tmp_path_factory) -> Path:
+    """One model store for the session: pretrained models and oracles are trained once."""
+    return tmp_path_factory.mktemp("store")
+
+
+def tiny_config(out: Path, store: Path, method: str, stream: str = "classwise", **overrides) -> RunConfig:
+    """A 2-request run with a fast recipe and a short unlearning schedule."""
+    method_args = {"epochs": 2, **overrides.pop("method_args", {})}
+    values = {"requests": 2, "recipe": dict(FAST_RECIPE), "size": 1 if stream == "classwise" else 0.05}
+    values.update(overrides)
+    return RunConfig(method=method, stream=stream, out=out, store=store, method_args=method_args, **values)
+
+
+def run_tiny(out: Path, store: Path, method: str, stream: str = "classwise", **overrides):
+    return Runner(tiny_config(out, store, method, stream, **overrides)).run()
