@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import pickle
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,7 +72,11 @@ class ModelStore:
         data = weights.read_bytes()
         if sha256_bytes(data) != expected:
             return None
-        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+        try:
+            return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+        except (pickle.UnpicklingError, RuntimeError):
+            # Not plain tensors (e.g. a pickle that would run code): never trusted, rebuilt instead.
+            return None
 
     def get_or_train(self, spec: ModelSpec, train: Callable[[], dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
         """Load the entry, or train it (once across processes) and store it atomically."""

@@ -1,0 +1,107 @@
+"""The command line: bad input is one line and exit 2 with nothing written; the README example runs."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FAST_RECIPE, tiny_config
+from unlearnbench.cli import main
+from unlearnbench.registry import METHODS
+from unlearnbench.runner import Runner
+
+ROOT = Path(__file__).resolve().parent.parent
+
+BAD_INPUT = [
+    (["run", "--method", "nope"], "unknown method 'nope'; choose one of: "),
+    (["run", "--method", "ga", "--stream", "sideways"], "unknown stream 'sideways'; choose one of: classwise"),
+    (["run", "--method", "ga", "--dataset", "mnist9"], "unknown dataset 'mnist9'; choose one of: digits"),
+    (["run", "--method", "ga", "--arch", "vgg99"], "unknown arch 'vgg99'; choose one of: "),
+    (["run", "--method", "ga", "--requests", "10"], "requests x size < 10 classes"),
+    (["run", "--method", "ga", "--requests", "0"], "requests must be >= 1"),
+    (["run", "--method", "ga", "--stream", "random", "--size", "1.5"], "fraction in (0, 1)"),
+    (["run", "--method", "ga", "--stream", "random", "--requests", "20", "--size", "0.1"], "requests x size < 1"),
+    (["run", "--method", "ga", "--ga.foo", "1"], "unrecognized arguments: --ga.foo"),
+    (["run", "--method", "salun", "--salun.ratio", "half"], "salun.ratio"),
+    (["run", "--method", "ga", "--oracle", "maybe"], "unknown oracle 'maybe'"),
+    (["run", "--method", "ga", "--recipe", '{"epochz": 3}'], "unknown recipe key(s) epochz"),
+    (["run"], "method"),
+    (["fly"], "unknown command 'fly'; choose one of: run, list"),
+    (["list", "extra"], "list takes no arguments"),
+]
+
+
+@pytest.mark.parametrize(("argv", "message"), BAD_INPUT, ids=[" ".join(a) for a, _ in BAD_INPUT])
+def test_bad_input_is_one_line_exit_2_nothing_written(argv, message, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        main([*argv, "--out", str(tmp_path / "out")] if argv[0] == "run" and len(argv) > 1 else argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("unlearnbench: error: "), err
+    assert message in err, err
+    assert not (tmp_path / "out").exists() and not (tmp_path / "runs").exists()
+
+
+def test_out_that_is_a_file_is_refused(tmp_path, capsys):
+    target = tmp_path / "file"
+    target.write_text("x")
+    with pytest.raises(SystemExit):
+        main(["run", "--method", "ga", "--out", str(target)])
+    assert "is not a directory" in capsys.readouterr().err
+
+
+def test_config_file_and_command_line_set_method_arguments(tmp_path, capsys):
+    config = tmp_path / "run.yaml"
+    config.write_text("method: salun\nrequests: 0\nsalun:\n  ratio: 0.25\n")
+    with pytest.raises(SystemExit):
+        main(["run", "--config", str(config), "--out", str(tmp_path / "out")])
+    assert "requests must be >= 1" in capsys.readouterr().err
+    config.write_text("method: salun\nsalun:\n  ratioo: 0.25\n")
+    with pytest.raises(SystemExit):
+        main(["run", "--config", str(config), "--out", str(tmp_path / "out")])
+    assert "ratioo" in capsys.readouterr().err
+
+
+def test_list_prints_every_registered_name(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert all(name in out for name in METHODS.names())
+
+
+def test_readme_method_example_runs(tmp_path, shared_store):
+    readme = (ROOT / "README.md").read_text()
+    code = re.search(r"<!-- example: custom-method -->\n```python\n(.*?)```", readme, re.S).group(1)
+    exec(compile(code, "README.md", "exec"), {})
+    assert "ascent_descent" in METHODS
+    result = Runner(tiny_config(tmp_path, shared_store, "ascent_descent")).run()
+    assert len(result.rows) == 2 and result.rows[-1]["method"]["forget_acc"] < 100
+
+
+@pytest.mark.slow
+def test_cli_run_end_to_end_then_resume_says_complete(tmp_path):
+    argv = [
+        sys.executable, "-m", "unlearnbench.cli", "run", "--method", "finetune", "--requests", "2",
+        "--finetune.epochs", "1", "--recipe", str(FAST_RECIPE).replace("'", '"'), "--out", str(tmp_path),
+    ]  # fmt: skip
+    first = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr
+    assert "run directory:" in first.stdout and "summary" in first.stdout
+    assert "Traceback" not in first.stderr
+    second = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0 and "already complete" in second.stdout
+
+
+@pytest.mark.slow
+def test_cli_bad_input_in_a_real_process_has_no_traceback(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "unlearnbench.cli", "run", "--method", "salun", "--requests", "99"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.strip().count("\n") == 0 and "Traceback" not in result.stderr
+    assert not any(tmp_path.iterdir())

@@ -1,0 +1,77 @@
+"""A run interrupted at any request boundary resumes to exactly the uninterrupted result."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import tiny_config
+from unlearnbench.rundir import RunDirectory
+from unlearnbench.runner import Runner
+
+TIMINGS = ("rte_s", "prepare_s")
+
+
+def _comparable(run_dir) -> list[dict]:
+    rows = RunDirectory(run_dir).rows()
+    for row in rows:
+        for key in TIMINGS:
+            row["method"].pop(key, None)
+    return rows
+
+
+class Interrupted(Exception):
+    pass
+
+
+@pytest.mark.parametrize("where", ["before_request", "after_checkpoint_before_row"])
+def test_resume_equals_uninterrupted(tmp_path, shared_store, monkeypatch, where):
+    config = tiny_config(tmp_path / "a", shared_store, "rl", requests=3)
+    reference = Runner(config).run()
+
+    interrupted_config = tiny_config(tmp_path / "b", shared_store, "rl", requests=3)
+    with monkeypatch.context() as patch:
+        if where == "before_request":
+            original = Runner.serve
+
+            def serve(self, request):
+                if request.t == 2:
+                    raise Interrupted
+                return original(self, request)
+
+            patch.setattr(Runner, "serve", serve)
+        else:
+            original = RunDirectory.append_row
+
+            def append_row(self, row):
+                if row["t"] == 2:
+                    raise Interrupted
+                return original(self, row)
+
+            patch.setattr(RunDirectory, "append_row", append_row)
+        with pytest.raises(Interrupted):
+            Runner(interrupted_config).run()
+    partial = Runner(interrupted_config)
+    assert len(partial.run_dir.rows()) == 1
+    resumed = partial.run()
+    assert not resumed.already_complete
+    assert _comparable(resumed.run_dir) == _comparable(reference.run_dir)
+    assert (resumed.run_dir / "history.csv").read_text() == (reference.run_dir / "history.csv").read_text()
+    assert [p.name for p in (resumed.run_dir / "state").glob("*.pt")] == ["t003.pt"]
+
+
+def test_a_finished_run_is_left_alone(tmp_path, shared_store):
+    config = tiny_config(tmp_path, shared_store, "finetune", requests=2)
+    first = Runner(config).run()
+    before = {p: p.read_bytes() for p in first.run_dir.rglob("*") if p.is_file()}
+    again = Runner(config).run()
+    assert again.already_complete
+    assert {p: p.read_bytes() for p in first.run_dir.rglob("*") if p.is_file()} == before
+    assert json.loads((first.run_dir / "summary.json").read_text())["requests_done"] == 2
+
+
+def test_oracle_none_reports_no_gap(tmp_path, shared_store):
+    result = Runner(tiny_config(tmp_path, shared_store, "finetune", oracle="none")).run()
+    assert all(row["oracle"] is None and "gap" not in row["method"] for row in result.rows)
+    assert "mean_gap" not in result.summary

@@ -1,0 +1,105 @@
+"""Every request metric against an independent numpy/scikit-learn computation on the same logits."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from sklearn.metrics import accuracy_score
+from sklearn.svm import SVC
+
+from unlearnbench.evaluation.evaluator import EvalLogits, compute_logits
+from unlearnbench.evaluation.scoring import avg_gap, request_scores, stream_summary
+from unlearnbench.streams import RequestStream
+from unlearnbench.training import build_model
+
+
+def _numpy_confidence(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return (shifted / shifted.sum(axis=1, keepdims=True))[np.arange(len(labels)), labels]
+
+
+@pytest.fixture
+def fixed_logits(digits):
+    rng = np.random.default_rng(0)
+    train_labels, test_labels = digits.train.labels.numpy(), digits.test.labels.numpy()
+    # Mostly right, with label noise, and sharper on half the classes: non-trivial accuracies and MIA.
+    train = rng.normal(size=(len(train_labels), 10)) + 4.0 * np.eye(10)[train_labels] * rng.uniform(
+        0, 1.5, (len(train_labels), 1)
+    )
+    test = rng.normal(size=(len(test_labels), 10)) + 2.0 * np.eye(10)[test_labels] * rng.uniform(
+        0, 1.5, (len(test_labels), 1)
+    )
+    return EvalLogits(train.astype(np.float32), test.astype(np.float32))
+
+
+@pytest.mark.parametrize(("kind", "size"), [("classwise", 2), ("random", 0.05)])
+def test_request_scores_equal_an_independent_computation(digits, fixed_logits, kind, size):
+    stream = RequestStream(digits, kind, 3, size, seed=1)
+    train_labels, test_labels = digits.train.labels.numpy(), digits.test.labels.numpy()
+    request = stream.requests[1]
+    scores = request_scores(fixed_logits, train_labels, test_labels, request, stream.requests, 10, mia_seed=5)
+
+    def acc(logits, labels):
+        return 100.0 * accuracy_score(labels, logits.argmax(axis=1))
+
+    train, test = fixed_logits.train, fixed_logits.test
+    assert scores["forget_acc"] == pytest.approx(acc(train[request.forget], train_labels[request.forget]))
+    assert scores["retain_acc"] == pytest.approx(acc(train[request.retain], train_labels[request.retain]))
+    assert scores["test_acc"] == pytest.approx(acc(test[request.test_retain], test_labels[request.test_retain]))
+    for s, other in enumerate(stream.requests):
+        assert scores["history"][s] == pytest.approx(acc(train[other.forget], train_labels[other.forget]))
+    if kind == "classwise":
+        assert scores["forget_test_acc"] == pytest.approx(
+            acc(test[request.test_forget], test_labels[request.test_forget])
+        )
+    else:
+        assert "forget_test_acc" not in scores
+
+    # The SVC attack, re-implemented from DESIGN §3 with the same seeded draws.
+    rng = np.random.default_rng(5)
+    member = _numpy_confidence(train, train_labels)[request.retain]
+    nonmember = _numpy_confidence(test, test_labels)[request.test_retain]
+    n = min(len(member), len(nonmember))
+    x = np.concatenate([rng.choice(member, n, replace=False), rng.choice(nonmember, n, replace=False)])
+    attack = SVC(C=3, gamma="auto", kernel="rbf").fit(x[:, None], np.r_[np.ones(n), np.zeros(n)])
+    target = _numpy_confidence(train, train_labels)[request.forget]
+    assert scores["mia_member_rate"] == pytest.approx(100.0 * attack.predict(target[:, None]).mean())
+    assert 0.0 < scores["mia_member_rate"] < 100.0, "the fixture should give a non-degenerate attack"
+
+
+def test_gap_is_the_mean_absolute_difference_over_reported_keys():
+    method = {"forget_acc": 10.0, "retain_acc": 90.0, "test_acc": 80.0, "mia_member_rate": 5.0, "forget_test_acc": None}
+    oracle = {"forget_acc": 0.0, "retain_acc": 100.0, "test_acc": 85.0, "mia_member_rate": 1.0, "forget_test_acc": 0.0}
+    assert avg_gap(method, oracle) == pytest.approx(np.mean([10, 10, 5, 4]))
+    method["forget_test_acc"] = 3.0
+    assert avg_gap(method, oracle) == pytest.approx(np.mean([10, 10, 5, 4, 3]))
+
+
+def test_stream_summary_forward_and_backward_failure():
+    history = [[0.0, 90.0, 95.0], [30.0, 10.0, 90.0], [5.0, 40.0, 20.0]]
+    rows = [
+        {
+            "t": t + 1,
+            "method": {"forget_acc": history[t][t], "history": history[t], "gap": g},
+            "oracle": {"forget_acc": o},
+        }
+        for t, (g, o) in enumerate([(1.0, 0.0), (2.0, 0.0), (4.0, 2.0)])
+    ]
+    summary = stream_summary(rows)
+    assert summary["forward_failure"] == pytest.approx(20.0)
+    assert summary["forward_failure_vs_oracle"] == pytest.approx(18.0)
+    regressions = [30.0 - 0.0, 5.0 - 0.0, 40.0 - 10.0]
+    assert summary["backward_failure_max"] == pytest.approx(max(regressions))
+    assert summary["backward_failure_mean"] == pytest.approx(np.mean(regressions))
+    assert summary["mean_gap"] == pytest.approx(7.0 / 3)
+
+
+def test_evaluator_is_one_deterministic_eval_mode_pass(digits):
+    model = build_model("smallcnn", digits).train()
+    first, second = compute_logits(model, digits), compute_logits(model, digits)
+    assert model.training, "the model's mode is restored"
+    assert first.train.shape == (len(digits.train), 10) and first.test.shape == (len(digits.test), 10)
+    np.testing.assert_array_equal(first.train, second.train)
+    assert math.isfinite(float(first.test.sum()))
