@@ -21,8 +21,8 @@ def _comparable(run_dir) -> list[dict]:
     return rows
 
 
-class Interrupted(Exception):
-    pass
+class SimulatedCrashError(Exception):
+    """Stands in for a kill at a chosen point of the run."""
 
 
 @pytest.mark.parametrize("where", ["before_request", "after_checkpoint_before_row"])
@@ -37,7 +37,7 @@ def test_resume_equals_uninterrupted(tmp_path, shared_store, monkeypatch, where)
 
             def serve(self, request):
                 if request.t == 2:
-                    raise Interrupted
+                    raise SimulatedCrashError
                 return original(self, request)
 
             patch.setattr(Runner, "serve", serve)
@@ -46,11 +46,11 @@ def test_resume_equals_uninterrupted(tmp_path, shared_store, monkeypatch, where)
 
             def append_row(self, row):
                 if row["t"] == 2:
-                    raise Interrupted
+                    raise SimulatedCrashError
                 return original(self, row)
 
             patch.setattr(RunDirectory, "append_row", append_row)
-        with pytest.raises(Interrupted):
+        with pytest.raises(SimulatedCrashError):
             Runner(interrupted_config).run()
     partial = Runner(interrupted_config)
     assert len(partial.run_dir.rows()) == 1
