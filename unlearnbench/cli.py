@@ -140,8 +140,8 @@ def cmd_list(argv: list[str]) -> int:
     console = Console()
     for registry in (METHODS, STREAMS, DATASETS, ARCHS):
         table = Table(title=f"{registry.kind}s", title_justify="left", show_header=False)
-        for name in registry.names():
-            table.add_row(name, registry.describe(name))
+        for name, description in registry.catalog().items():
+            table.add_row(name, description)
         console.print(table)
     return 0
 

@@ -7,10 +7,13 @@ choices, and `names()` drives the registry-wide parametrized tests.
 
 from __future__ import annotations
 
+import ast
 import importlib
+import importlib.util
 import pkgutil
 from collections.abc import Callable, Iterator
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -67,12 +70,44 @@ class Registry(Generic[T]):
         doc = (self.get(name).__doc__ or "").strip()
         return doc.splitlines()[0] if doc else ""
 
+    def catalog(self) -> dict[str, str]:
+        """Name -> description of every entry, read from source without importing it.
+
+        Importing the methods imports Lightning (seconds); `unlearnbench list` must stay instant,
+        so built-ins are found by parsing their `@X.register("name")` decorators and docstrings.
+        Plugins are imported, since only their entry point knows where they live.
+        """
+        entries: dict[str, str] = {}
+        for folder in importlib.util.find_spec(self._package).submodule_search_locations:
+            for path in sorted(Path(folder).glob("*.py")):
+                for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+                    if isinstance(node, ast.ClassDef | ast.FunctionDef):
+                        for name in _registered_names(node):
+                            entries[name] = (ast.get_docstring(node) or "").strip().split("\n")[0]
+        if self._entry_point_group:
+            for entry_point in entry_points(group=self._entry_point_group):
+                if entry_point.name not in entries:
+                    entries[entry_point.name] = self.describe(entry_point.name)
+        return dict(sorted(entries.items()))
+
     def __contains__(self, name: str) -> bool:
         self._load()
         return name in self._entries
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
+
+
+def _registered_names(node: ast.ClassDef | ast.FunctionDef) -> list[str]:
+    return [
+        decorator.args[0].value
+        for decorator in node.decorator_list
+        if isinstance(decorator, ast.Call)
+        and isinstance(decorator.func, ast.Attribute)
+        and decorator.func.attr == "register"
+        and decorator.args
+        and isinstance(decorator.args[0], ast.Constant)
+    ]
 
 
 DATASETS: Registry = Registry("dataset", "unlearnbench.data")
