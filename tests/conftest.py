@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 import pytest
 
 from unlearnbench.config import RunConfig
-from unlearnbench.registry import DATASETS
+from unlearnbench.registry import DATASETS, METHODS
 from unlearnbench.runner import Runner
 
 #: Pretraining/oracle recipe small enough for tests, still well above chance on digits.
@@ -28,6 +29,8 @@ def shared_store(tmp_path_factory) -> Path:
 def tiny_config(out: Path, store: Path, method: str, stream: str = "classwise", **overrides) -> RunConfig:
     """A 2-request run with a fast recipe and a short unlearning schedule."""
     method_args = {"epochs": 2, **overrides.pop("method_args", {})}
+    if "epochs" not in inspect.signature(METHODS.get(method)).parameters:  # not a gradient loop (LOFT, SSD)
+        method_args.pop("epochs")
     values = {"requests": 2, "recipe": dict(FAST_RECIPE), "size": 1 if stream == "classwise" else 0.05}
     values.update(overrides)
     return RunConfig(method=method, stream=stream, out=out, store=store, method_args=method_args, **values)

@@ -19,7 +19,10 @@ ROOT = Path(__file__).resolve().parent.parent
 BAD_INPUT = [
     (["run", "--method", "nope"], "unknown method 'nope'; choose one of: "),
     (["run", "--method", "ga", "--stream", "sideways"], "unknown stream 'sideways'; choose one of: classwise"),
-    (["run", "--method", "ga", "--dataset", "mnist9"], "unknown dataset 'mnist9'; choose one of: digits"),
+    (
+        ["run", "--method", "ga", "--dataset", "mnist9"],
+        "unknown dataset 'mnist9'; choose one of: cifar10, cifar100, digits",
+    ),
     (["run", "--method", "ga", "--arch", "vgg99"], "unknown arch 'vgg99'; choose one of: "),
     (["run", "--method", "ga", "--requests", "10"], "requests x size < 10 classes"),
     (["run", "--method", "ga", "--requests", "0"], "requests must be >= 1"),
@@ -93,7 +96,7 @@ def test_cli_run_end_to_end_then_resume_says_complete(tmp_path):
     assert "run directory:" in first.stdout and "summary" in first.stdout
     assert "Traceback" not in first.stderr
     second = subprocess.run(argv, capture_output=True, text=True, timeout=600)
-    assert second.returncode == 0 and "already complete" in second.stdout
+    assert second.returncode == 0 and "already finished" in second.stdout
 
 
 @pytest.mark.slow

@@ -6,6 +6,7 @@ silences everything but errors.
 
 from __future__ import annotations
 
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -23,6 +24,15 @@ def _fmt(value) -> str:
     return "—" if value is None else f"{value:.2f}"
 
 
+def _styled(label: str) -> str:
+    """Oracle retraining and pretraining stand out from the unlearning fits."""
+    if label.startswith("oracle"):
+        return f"[magenta]{label}[/magenta]"
+    if label.startswith("pretraining"):
+        return f"[cyan]{label}[/cyan]"
+    return label
+
+
 class FitProgress(Callback):
     """A progress bar for one Lightning fit (pretraining, an oracle, or an unlearning request)."""
 
@@ -30,13 +40,27 @@ class FitProgress(Callback):
         self.progress, self.label, self.task = progress, label, None
 
     def on_train_start(self, trainer, pl_module) -> None:
-        self.task = self.progress.add_task(self.label, total=trainer.estimated_stepping_batches)
+        self.task = self.progress.add_task(_styled(self.label), total=trainer.estimated_stepping_batches)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         self.progress.advance(self.task)
 
     def on_train_end(self, trainer, pl_module) -> None:
         self.progress.remove_task(self.task)
+
+
+class FitLines(Callback):
+    """Without a terminal (CI logs): one plain line when a fit starts and one when it ends, no animation."""
+
+    def __init__(self, console: Console, label: str):
+        self.console, self.label, self.start = console, label, 0.0
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self.start = time.perf_counter()
+        self.console.print(f"{self.label}: {trainer.max_epochs} epoch(s), {trainer.estimated_stepping_batches} steps")
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        self.console.print(f"{self.label}: done in {time.perf_counter() - self.start:.1f}s")
 
 
 class Reporter:
@@ -54,22 +78,39 @@ class Reporter:
             transient=True,
             disable=quiet or not self.console.is_terminal,
         )
+        self.requests_task = None
 
     @contextmanager
     def live(self):
-        with self.progress:
-            yield self
+        try:
+            with self.progress:
+                yield self
+        finally:
+            for task in list(self.progress.task_ids):
+                self.progress.remove_task(task)
+            self.requests_task = None
 
-    def fit_callback(self, label: str) -> FitProgress:
+    def start_run(self, name: str, num_requests: int, done: int = 0) -> None:
+        """A bar of the requests served (t/T) that stays for the whole run; a plain line without a terminal."""
+        if self.progress.disable:
+            resumed = f", resuming after {done}" if done else ""
+            self.console.print(f"run {name}: {num_requests} requests{resumed}")
+            return
+        self.requests_task = self.progress.add_task("[bold]requests[/bold]", total=num_requests, completed=done)
+
+    def fit_callback(self, label: str) -> Callback:
         if not self.progress.disable:
             return FitProgress(self.progress, label)
-        self.console.print(f"[dim]{label}[/dim]")
-        return Callback()
+        if self.quiet:
+            return Callback()
+        return FitLines(self.console, label)
 
     def message(self, text: str) -> None:
         self.console.print(text)
 
     def request(self, row: dict, num_requests: int) -> None:
+        if getattr(self, "requests_task", None) is not None:
+            self.progress.update(self.requests_task, completed=row["t"])
         oracle = row.get("oracle") or {}
         table = Table(title=f"request {row['t']}/{num_requests}", title_justify="left")
         for column in ("metric", "dir", "method", "oracle"):

@@ -29,6 +29,7 @@ class Registry(Generic[T]):
     def __init__(self, kind: str, package: str, entry_point_group: str | None = None):
         self.kind = kind
         self._entries: dict[str, T] = {}
+        self._prefixes: dict[str, Callable[[str], T]] = {}
         self._package = package
         self._entry_point_group = entry_point_group
         self._loaded = False
@@ -41,6 +42,19 @@ class Registry(Generic[T]):
                 raise ValueError(f"{self.kind} {name!r} is already registered")
             self._entries[name] = obj
             return obj
+
+        return decorator
+
+    def register_prefix(self, prefix: str) -> Callable[[Callable[[str], T]], Callable[[str], T]]:
+        """Decorator for an open family of names: `prefix:<rest>` resolves to `resolver(rest)`.
+
+        `@ARCHS.register_prefix("timm")` makes `timm:<any timm model>` a valid arch; the resolver
+        raises `UnknownNameError` for a `rest` it does not know. `names()` lists plain entries only.
+        """
+
+        def decorator(resolver: Callable[[str], T]) -> Callable[[str], T]:
+            self._prefixes[prefix] = resolver
+            return resolver
 
         return decorator
 
@@ -57,9 +71,13 @@ class Registry(Generic[T]):
 
     def get(self, name: str) -> T:
         self._load()
-        if name not in self._entries:
-            raise UnknownNameError(f"unknown {self.kind} {name!r}; choose one of: {', '.join(self.names())}")
-        return self._entries[name]
+        if name in self._entries:
+            return self._entries[name]
+        prefix, colon, rest = name.partition(":")
+        if colon and prefix in self._prefixes:
+            return self._prefixes[prefix](rest)
+        families = "".join(f", {prefix}:<name>" for prefix in sorted(self._prefixes))
+        raise UnknownNameError(f"unknown {self.kind} {name!r}; choose one of: {', '.join(self.names())}{families}")
 
     def names(self) -> list[str]:
         self._load()
@@ -90,9 +108,14 @@ class Registry(Generic[T]):
                     entries[entry_point.name] = self.describe(entry_point.name)
         return dict(sorted(entries.items()))
 
-    def __contains__(self, name: str) -> bool:
-        self._load()
-        return name in self._entries
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str):
+            return False
+        try:
+            self.get(name)
+        except UnknownNameError:
+            return False
+        return True
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
@@ -114,3 +137,4 @@ DATASETS: Registry = Registry("dataset", "unlearnbench.data")
 ARCHS: Registry = Registry("arch", "unlearnbench.models")
 STREAMS: Registry = Registry("stream", "unlearnbench.streams")
 METHODS: Registry = Registry("method", "unlearnbench.methods", entry_point_group="unlearnbench.methods")
+GUARDS: Registry = Registry("guard", "unlearnbench.guards")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import pickle
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +26,10 @@ class RunDirectoryMismatchError(ValueError):
     """The folder holds a run made with another configuration."""
 
 
+class UntrustedCheckpointError(ValueError):
+    """A checkpoint that is not plain tensors: refused, never unpickled."""
+
+
 class RunDirectory:
     def __init__(self, path: Path):
         self.path = Path(path)
@@ -33,20 +38,29 @@ class RunDirectory:
     def metrics_path(self) -> Path:
         return self.path / "metrics.jsonl"
 
-    def initialize(self, identity: dict, manifest: dict, train_labels: np.ndarray, test_labels: np.ndarray) -> None:
-        """Write config and manifest for a new run, or check that an existing run is the same one."""
+    def check(self, identity: dict) -> None:
+        """Refuse a folder that holds a run made with another configuration, naming what differs."""
         config_path = self.path / "config.yaml"
-        if config_path.exists():
-            existing = yaml.safe_load(config_path.read_text())
-            if existing != identity:
-                differing = sorted(k for k in set(existing) | set(identity) if existing.get(k) != identity.get(k))
-                raise RunDirectoryMismatchError(
-                    f"{self.path} holds a run with a different configuration ({', '.join(differing)})"
-                )
+        if self.path.exists() and not self.path.is_dir():
+            raise RunDirectoryMismatchError(f"{self.path} exists and is not a directory")
+        if not config_path.exists():
+            if self.path.exists() and any(self.path.iterdir()):
+                raise RunDirectoryMismatchError(f"{self.path} is not empty and holds no run; choose another folder")
+            return
+        existing = yaml.safe_load(config_path.read_text())
+        if existing != identity:
+            differing = sorted(k for k in set(existing) | set(identity) if existing.get(k) != identity.get(k))
+            details = "; ".join(f"{k}: {existing.get(k)!r} there, {identity.get(k)!r} now" for k in differing)
+            raise RunDirectoryMismatchError(f"{self.path} holds a run with another configuration ({details})")
+
+    def initialize(self, identity: dict, manifest: dict, train_labels: np.ndarray, test_labels: np.ndarray) -> None:
+        """Write config and manifest for a new run (after `check`); an existing run is left as it is."""
+        self.check(identity)
+        if (self.path / "config.yaml").exists():
             return
         write_json_atomic(self.path / "manifest.json", manifest)
         write_atomic(self.path / "labels.npz", lambda f: np.savez(f, train=train_labels, test=test_labels))
-        write_yaml_atomic(config_path, identity)
+        write_yaml_atomic(self.path / "config.yaml", identity)
 
     def rows(self) -> list[dict]:
         if not self.metrics_path.exists():
@@ -60,6 +74,9 @@ class RunDirectory:
 
     def _write_history(self, rows: list[dict]) -> None:
         """history.csv: row t holds accuracy on every F_s after request t (the matrix A)."""
+        rows = [row for row in rows if "history" in row["method"]]
+        if not rows:
+            return
         buffer = io.StringIO()
         writer = csv.writer(buffer)
         writer.writerow(["t", *(f"F{s}" for s in range(1, len(rows[0]["method"]["history"]) + 1))])
@@ -77,7 +94,13 @@ class RunDirectory:
 
     def load_state(self, t: int) -> dict[str, torch.Tensor]:
         """The method's state after request t (weights only: a checkpoint cannot run code)."""
-        return torch.load(self._state_path(t), map_location="cpu", weights_only=True)
+        path = self._state_path(t)
+        try:
+            return torch.load(path, map_location="cpu", weights_only=True)
+        except (pickle.UnpicklingError, RuntimeError) as error:
+            raise UntrustedCheckpointError(
+                f"{path} is not a weights-only checkpoint and was not loaded; delete {self.path} to rerun"
+            ) from error
 
     def drop_states_before(self, t: int) -> None:
         for path in (self.path / "state").glob("t*.pt"):

@@ -18,15 +18,22 @@ from pathlib import Path
 import lightning as L
 import numpy as np
 import torch
+from lightning.pytorch.strategies import DDPStrategy, Strategy
 from torch import nn
 
 from unlearnbench.config import ConfigError, RunConfig
 from unlearnbench.console import Reporter
+from unlearnbench.data.base import DatasetError
+from unlearnbench.divergence import DivergenceMonitor, weights_finite
 from unlearnbench.evaluation.evaluator import EvalLogits, compute_logits
+from unlearnbench.evaluation.geometry import GeometryRecorder, parameter_update, snapshot
+from unlearnbench.evaluation.oracle_mia import request_attack, request_phi
 from unlearnbench.evaluation.scoring import avg_gap, request_scores, stream_summary
+from unlearnbench.guards import build_guards, pack_state, unpack_state
+from unlearnbench.loggers import RunLogger, open_run_logger
 from unlearnbench.methods.base import UnlearningMethod
 from unlearnbench.registry import DATASETS, METHODS
-from unlearnbench.rundir import RunDirectory
+from unlearnbench.rundir import RunDirectory, RunDirectoryMismatchError
 from unlearnbench.store import ModelSpec, ModelStore
 from unlearnbench.streams.base import Request, RequestStream, StreamError
 from unlearnbench.training import Recipe, build_model, train_from_scratch
@@ -41,7 +48,8 @@ def derived_seed(*parts: int) -> int:
 
 def trainable_vector(model: nn.Module) -> torch.Tensor:
     """Trainable parameters flattened (BN running statistics are buffers, so never included)."""
-    return torch.cat([p.detach().flatten().float().cpu() for p in model.parameters() if p.requires_grad])
+    flat = [p.detach().flatten().float().cpu() for p in model.parameters() if p.requires_grad]
+    return torch.cat(flat) if flat else torch.zeros(0)  # empty for a frozen model (LOFT's backbone)
 
 
 @dataclass
@@ -51,6 +59,10 @@ class RunResult:
     summary: dict
     already_complete: bool
 
+    @property
+    def diverged(self) -> bool:
+        return self.summary.get("status") == "diverged"
+
 
 class Runner:
     """Builds everything for a run without writing anything (so bad input fails clean), then runs it."""
@@ -59,7 +71,10 @@ class Runner:
         config.validate()
         self.config = config
         self.reporter = reporter or Reporter(quiet=True)
-        self.dataset = DATASETS.get(config.dataset)()
+        try:
+            self.dataset = DATASETS.get(config.dataset)(data_dir=config.data_dir, download=config.download)
+        except DatasetError as error:
+            raise ConfigError(str(error)) from error
         try:
             self.stream = RequestStream(self.dataset, config.stream, config.requests, config.size, config.seed)
         except StreamError as error:
@@ -68,30 +83,52 @@ class Runner:
             self.method: UnlearningMethod = METHODS.get(config.method)(**config.method_args)
         except (TypeError, ValueError) as error:
             raise ConfigError(f"invalid arguments for method {config.method!r}: {error}") from error
+        try:  # plasticity guards: callbacks of every unlearning fit, their state saved with the method's
+            self.guards = build_guards(config.guards, config.guard_args)
+        except (TypeError, ValueError) as error:
+            raise ConfigError(f"invalid guard arguments: {error}") from error
         self.recipe = replace(Recipe.for_setting(config.dataset, config.arch), **config.recipe)
         self.identity = config.identity(dict(self.method.hparams), self.recipe.as_dict(), self.stream.size)
-        self.run_dir = RunDirectory(config.out / config.run_name(self.identity))
+        self.run_dir = RunDirectory(config.run_path(self.identity))
+        try:
+            self.run_dir.check(self.identity)
+        except RunDirectoryMismatchError as error:
+            raise ConfigError(str(error)) from error
         self.store = ModelStore(config.store_dir)
         use_cuda = config.hardware.accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()
         self.eval_device = torch.device("cuda" if use_cuda else "cpu")
         self.train_labels = self.dataset.train.labels.numpy()
         self.test_labels = self.dataset.test.labels.numpy()
+        # The experiment logger of this session (`config.logger`), opened by run(); none until then.
+        self.run_logger = RunLogger(self.run_dir.path, self.identity, self.run_dir.path.name)
 
-    def trainer(self, epochs: int, label: str) -> L.Trainer:
+    def strategy(self) -> str | Strategy:
+        """`ddp` runs each fit in worker processes started from the runner (fork on CPU, spawn on GPUs).
+
+        Lightning's default `ddp` launcher re-executes the whole command in every worker, which would
+        repeat pretraining, oracles and file writes per rank; with a process launcher the runner stays
+        one process (store, evaluation, run directory) and only the fit is distributed.
+        """
+        if self.config.hardware.strategy != "ddp":
+            return self.config.hardware.strategy
+        return DDPStrategy(start_method="spawn" if self.eval_device.type == "cuda" else "fork")
+
+    def trainer(self, epochs: int, label: str, callbacks: tuple = (), logger=False) -> L.Trainer:
         hardware = self.config.hardware
         return L.Trainer(
             max_epochs=epochs,
             accelerator=hardware.accelerator,
             devices=hardware.devices,
-            strategy=hardware.strategy,
+            strategy=self.strategy(),
             num_nodes=hardware.num_nodes,
             precision=hardware.precision,
-            logger=False,
+            logger=logger,
+            log_every_n_steps=1 if logger else 50,
             enable_checkpointing=False,
             enable_model_summary=False,
             enable_progress_bar=False,
             num_sanity_val_steps=0,
-            callbacks=[self.reporter.fit_callback(label)],
+            callbacks=[self.reporter.fit_callback(label), *callbacks],
         )
 
     def trained_model(self, excluded: np.ndarray, label: str) -> nn.Module:
@@ -128,67 +165,104 @@ class Runner:
             self.stream.requests,
             self.dataset.num_classes,
             mia_seed=derived_seed(self.config.seed, request.t, 1),
-        )
+        ) | request_phi(logits, self.train_labels, self.test_labels, request)
 
     def serve(self, request: Request) -> dict:
         """Prepare and unlearn request t; returns the timings and update norm."""
         method = self.method
         L.seed_everything(derived_seed(self.config.seed, request.t), verbose=False)
         before = trainable_vector(method.model)
+        geometry_before = snapshot(method)  # u_t for the update store (evaluation/geometry.py)
         start = time.perf_counter()
+        for guard in self.guards:
+            guard.before_request(method)
         method.prepare(request.public(), self.stream.view())
         prepare_s = time.perf_counter() - start
         self.stream.configure_batches(method.batch_mode, method.hparams.batch_size)
 
+        monitor = DivergenceMonitor()
+
         def fit(epochs: int) -> None:
-            self.trainer(epochs, f"unlearning {request.t}/{self.stream.num_requests}").fit(
-                method, datamodule=self.stream
+            label = f"unlearning {request.t}/{self.stream.num_requests}"
+            self.run_logger.begin_fit()
+            trainer = self.trainer(
+                epochs, label, callbacks=(monitor, *self.guards), logger=self.run_logger.lightning_logger
             )
+            trainer.fit(method, datamodule=self.stream)
 
         _synchronize()
         start = time.perf_counter()
         method.unlearn(fit)
         _synchronize()
         rte_s = time.perf_counter() - start
-        update_norm = float(torch.linalg.vector_norm(trainable_vector(method.model) - before))
-        return {"rte_s": rte_s, "prepare_s": prepare_s, "update_norm": update_norm}
+        for guard in self.guards:
+            guard.after_request(method)
+        after = trainable_vector(method.model)
+        diverged = monitor.diverged or not weights_finite(after)
+        update_norm = float(torch.linalg.vector_norm(after - before))
+        self.last_update = parameter_update(geometry_before, method)  # (layout, u_t), read by run()
+        return {"rte_s": rte_s, "prepare_s": prepare_s, "update_norm": update_norm, "diverged": diverged}
 
     def run(self) -> RunResult:
         config, run_dir = self.config, self.run_dir
         run_dir.initialize(self.identity, self.stream.manifest(), self.train_labels, self.test_labels)
         rows = run_dir.rows()
-        if len(rows) == config.requests:
-            summary = stream_summary(rows)
-            if not (run_dir.path / "summary.json").exists():
-                run_dir.write_summary(summary)
-            return RunResult(run_dir.path, rows, summary, already_complete=True)
+        if len(rows) == config.requests or _diverged(rows):
+            return self._finish(rows, already_complete=True)
+        self.run_logger = open_run_logger(config.logger, run_dir.path, self.identity, run_dir.path.name, len(rows) + 1)
+        self.geometry = GeometryRecorder(run_dir.path, config.requests)  # updates.f32 + geometry.csv
+        self.reporter.start_run(run_dir.path.name, config.requests, done=len(rows))
         model = self.trained_model(np.array([], dtype=np.int64), "pretraining")
         self.method.attach(model, self.dataset.num_classes)
         if rows:
-            self.method.load_state_dict(run_dir.load_state(len(rows)))
+            self.method.load_state_dict(unpack_state(run_dir.load_state(len(rows)), self.guards))
             self.reporter.message(f"resuming at request {len(rows) + 1}/{config.requests}")
         for t in range(len(rows) + 1, config.requests + 1):
             request = self.stream.select(t)
             timings = self.serve(request)
+            if timings.pop("diverged"):
+                row = {"t": t, "status": "diverged", "forget_classes": request.forget_classes, "method": timings}
+                run_dir.append_row(row | {"oracle": None})
+                rows.append(row)
+                self.reporter.message(f"request {t} diverged (non-finite loss or weights): the run stops here")
+                break
             method_logits = self.logits(self.method)
-            method_scores = self.score(method_logits, request) | timings
-            row = {"t": t, "forget_classes": request.forget_classes, "method": method_scores, "oracle": None}
-            oracle_logits = None
+            method_scores = self.score(method_logits, request) | timings | self.geometry.record(t, *self.last_update)
+            row = {"t": t, "status": "ok", "forget_classes": request.forget_classes, "method": method_scores}
+            row["oracle"] = oracle_logits = None
             if config.oracle == "retrain":
                 oracle = self.trained_model(request.forgotten, f"oracle {t}/{config.requests} (retraining)")
                 oracle_logits = self.logits(oracle)
                 row["oracle"] = self.score(oracle_logits, request)
                 method_scores["gap"] = avg_gap(method_scores, row["oracle"])
-            run_dir.save_state(t, self.method.state_dict())
+                attack = request_attack(method_logits, oracle_logits, self.train_labels, self.test_labels, request)
+                method_scores.update(attack[0])
+                row["oracle"].update(attack[1])
+            run_dir.save_state(t, self.method.state_dict() | pack_state(self.guards))
             if config.save_logits:
                 run_dir.save_logits(t, vars(method_logits), vars(oracle_logits) if oracle_logits else None)
             run_dir.append_row(row)
+            self.run_logger.log_request(row)
             run_dir.drop_states_before(t)
             rows.append(row)
             self.reporter.request(row, config.requests)
-        summary = stream_summary(rows)
-        run_dir.write_summary(summary)
-        return RunResult(run_dir.path, rows, summary, already_complete=False)
+        return self._finish(rows, already_complete=False)
+
+    def _finish(self, rows: list[dict], already_complete: bool) -> RunResult:
+        """The summary over the finished requests; a diverged run says where it stopped."""
+        scored = [row for row in rows if row.get("status", "ok") == "ok"]
+        summary = stream_summary(scored) if scored else {"requests_done": 0}
+        summary["status"] = "diverged" if _diverged(rows) else "complete"
+        if _diverged(rows):
+            summary["diverged_at"] = rows[-1]["t"]
+        if not (already_complete and (self.run_dir.path / "summary.json").exists()):
+            self.run_dir.write_summary(summary)
+        self.run_logger.finish()
+        return RunResult(self.run_dir.path, rows, summary, already_complete=already_complete)
+
+
+def _diverged(rows: list[dict]) -> bool:
+    return bool(rows) and rows[-1].get("status") == "diverged"
 
 
 def _synchronize() -> None:

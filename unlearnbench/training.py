@@ -16,7 +16,7 @@ import torch.nn.functional as F
 import yaml
 from torch import Tensor, nn
 
-from unlearnbench.data.base import Batch, ImageDataset, InMemoryLoader
+from unlearnbench.data.base import Batch, ImageDataset
 from unlearnbench.registry import ARCHS
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
@@ -91,8 +91,7 @@ def train_from_scratch(
     """Train a freshly initialized `arch` on `indices` of the train split; seeded, so reproducible."""
     L.seed_everything(seed, verbose=False)
     model = build_model(arch, dataset)
-    loader = InMemoryLoader(
-        dataset,
+    loader = dataset.loader(
         dataset.train,
         torch.as_tensor(indices, dtype=torch.long),
         recipe.batch_size,

@@ -8,12 +8,29 @@ per-sample collation. Train-time augmentation and eval transforms are two separa
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import NamedTuple
 
 import torch
 from torch import Tensor
+
+
+class DatasetError(ValueError):
+    """A dataset that cannot be loaded (missing files, bad layout); the message says how to get it."""
+
+
+#: Where datasets that live on disk are looked for when no `--data-dir` is given.
+DATA_DIR_ENV = "UNLEARNBENCH_DATA"
+
+
+def data_root(data_dir: str | Path | None) -> Path:
+    """`data_dir`, else `$UNLEARNBENCH_DATA`, else `./data`."""
+    if data_dir is not None:
+        return Path(data_dir).expanduser()
+    return Path(os.environ.get(DATA_DIR_ENV, "data")).expanduser()
 
 
 class Batch(NamedTuple):
@@ -93,6 +110,49 @@ class ImageDataset:
         std = torch.tensor(self.std, device=images.device).view(1, -1, 1, 1)
         return (images.float() / 255.0 - mean) / std
 
+    def loader(
+        self,
+        split: ImageSplit,
+        indices: Tensor,
+        batch_size: int,
+        *,
+        augment: bool = False,
+        shuffle: bool = False,
+        seed: int = 0,
+    ) -> InMemoryLoader:
+        """Batches of `indices` of `split`: the one way training, streams and evaluation read data.
+
+        Folder-backed datasets (`unlearnbench.data.folder`) implement the same method with
+        DataLoader workers, so no caller branches on the kind of dataset.
+        """
+        return InMemoryLoader(self, split, indices, batch_size, augment=augment, shuffle=shuffle, seed=seed)
+
+
+def _world() -> tuple[int, int]:
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
+    return 0, 1
+
+
+def shard_size(n: int) -> int:
+    """Samples per rank: ceil(n / world size)."""
+    return -(-n // _world()[1])
+
+
+def shard_for_rank(order: Tensor) -> Tensor:
+    """Under DDP each rank takes every world-th entry of the same seeded order.
+
+    The order is padded by wrapping around, as `DistributedSampler` does, so every rank runs the
+    same number of steps. Only training loaders shard; evaluation always runs in one process over
+    every sample exactly once, so its metrics equal a single-process run's.
+    """
+    rank, world = _world()
+    if world == 1 or len(order) == 0:
+        return order
+    total = shard_size(len(order)) * world
+    padded = order.repeat(-(-total // len(order)))[:total]
+    return padded[rank::world]
+
 
 class InMemoryLoader:
     """Iterates `indices` of a split in batches; shuffled and augmented only when asked.
@@ -121,13 +181,13 @@ class InMemoryLoader:
         self.generator = torch.Generator(device=split.labels.device).manual_seed(seed)
 
     def __len__(self) -> int:
-        return -(-len(self.indices) // self.batch_size)
+        return -(-shard_size(len(self.indices)) // self.batch_size)
 
     def order(self) -> Tensor:
-        if not self.shuffle:
-            return self.indices
-        permutation = torch.randperm(len(self.indices), generator=self.generator, device=self.indices.device)
-        return self.indices[permutation]
+        order = self.indices
+        if self.shuffle:
+            order = order[torch.randperm(len(order), generator=self.generator, device=order.device)]
+        return shard_for_rank(order)
 
     def batch(self, idx: Tensor) -> Batch:
         images = self.split.images[idx]

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from unlearnbench.data.base import ImageDataset, ImageSplit, InMemoryLoader
+from unlearnbench.data.base import ImageDataset, ImageSplit
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,7 @@ class EvalLogits:
 
 @torch.inference_mode()
 def _split_logits(model: nn.Module, dataset: ImageDataset, split: ImageSplit, batch_size: int, device) -> np.ndarray:
-    loader = InMemoryLoader(dataset, split, torch.arange(len(split)), batch_size)
+    loader = dataset.loader(split, torch.arange(len(split)), batch_size)
     return torch.cat([model(batch.x.to(device)).float().cpu() for batch in loader]).numpy()
 
 

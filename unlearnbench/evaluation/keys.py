@@ -15,12 +15,19 @@ class MetricKey:
     description: str
     higher_is_better: bool
     oracle_is_target: bool
+    #: A diagnostic (update geometry) has no better direction; `higher_is_better` is then meaningless.
+    diagnostic: bool = False
 
     @property
     def arrow(self) -> str:
+        if self.diagnostic:
+            return "·"
         arrow = "↑" if self.higher_is_better else "↓"
         return f"{arrow}→oracle" if self.oracle_is_target else arrow
 
+
+#: Ranks of the energy ratios: r = 1, 2, 3 and the rank holding 90% of the energy.
+_RS = ("r1", "r2", "r3", "r90")
 
 METRIC_KEYS: dict[str, MetricKey] = {
     m.key: m
@@ -33,6 +40,25 @@ METRIC_KEYS: dict[str, MetricKey] = {
         MetricKey("gap", "mean |method − oracle| over the accuracy and MIA keys", False, False),
         MetricKey("rte_s", "wall seconds of the unlearning itself, evaluation excluded", False, False),
         MetricKey("prepare_s", "wall seconds of per-request preparation (masks, teachers, features)", False, False),
+        # Oracle-referenced attack (evaluation/oracle_mia.py): the oracle's value is chance, 0.5 / ~1%.
+        MetricKey("lira_auc", "AUC of the oracle-referenced LiRA attack, F_t vs test non-members", False, True),
+        MetricKey("lira_tpr_at_1fpr", "% of F_t flagged by that attack at 1% false positives", False, True),
+        MetricKey("phi_auc", "AUC of raw logit-confidence φ, F_t vs test non-members (no reference)", False, True),
+        MetricKey("phi_retain_auc", "AUC of raw φ, retain vs test: how visible true membership is", False, True),
+        # Update geometry (evaluation/geometry.py), basis = updates u_1..u_t so far: diagnostics.
+        MetricKey("update_norm", "‖u_t‖, L2 norm of θ_t − θ_{t−1} over trainable parameters", False, False, True),
+        *(
+            MetricKey(f"er_{r}", f"ER_t: share of ‖u_t‖² in the top-{r} directions of U", False, False, True)
+            for r in _RS
+        ),
+        MetricKey("r90", "number of singular directions holding 90% of ‖U‖_F²", False, False, True),
+        *(
+            MetricKey(f"co_{i}", f"CO_t: u_t on left singular vector {i} (sign-fixed)", False, False, True)
+            for i in (1, 2, 3)
+        ),
+        *(MetricKey(f"er_online_{r}", f"ER_t, top-{r} basis of u_1..u_(t−1) only", False, False, True) for r in _RS),
+        MetricKey("r90_online", "r90 of the basis u_1..u_(t−1)", False, False, True),
+        MetricKey("cos_prev", "cosine between u_t and u_(t−1)", False, False, True),
     )
 }
 

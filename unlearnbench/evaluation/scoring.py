@@ -65,20 +65,34 @@ def avg_gap(method: dict, oracle: dict) -> float:
     return float(np.mean(gaps)) if gaps else math.nan
 
 
-def stream_summary(rows: list[dict]) -> dict:
-    """Forward/backward failure and mean gap over a finished (or partial) stream of metric rows."""
+def stream_summary(rows: list[dict], rememorization_threshold: float = 10.0) -> dict:
+    """Forward/backward failure and mean gap over a finished (or partial) stream of metric rows.
+
+    Also: `rememorization_events`, the number of pairs (t, s), s < t, with
+    history[t][s] − history[s][s] > `rememorization_threshold` (accuracy points; the pair counts
+    once per request t at which F_s is above its own post-request accuracy by more than that),
+    `rememorized_sets` (distinct s with at least one event), and `forget_acc_auc`, the area under
+    forget_acc(t) for t = 1..T normalized by T (= its mean over the stream, in %; `_oracle` beside it).
+    """
     method = [row["method"] for row in rows]
     summary = {"requests_done": len(rows), "final": _without_history(method[-1])}
     summary["forward_failure"] = method[-1]["forget_acc"] - method[0]["forget_acc"]
+    summary["forget_acc_auc"] = float(np.mean([scores["forget_acc"] for scores in method]))
     oracle = [row.get("oracle") for row in rows]
     if all(oracle):
         summary["final_oracle"] = _without_history(oracle[-1])
         oracle_change = oracle[-1]["forget_acc"] - oracle[0]["forget_acc"]
         summary["forward_failure_vs_oracle"] = summary["forward_failure"] - oracle_change
         summary["mean_gap"] = float(np.mean([row["method"]["gap"] for row in rows]))
-    regressions = [method[t]["history"][s] - method[s]["history"][s] for t in range(len(rows)) for s in range(t)]
+        summary["forget_acc_auc_oracle"] = float(np.mean([scores["forget_acc"] for scores in oracle]))
+    pairs = [(t, s) for t in range(len(rows)) for s in range(t)]
+    regressions = [method[t]["history"][s] - method[s]["history"][s] for t, s in pairs]
     summary["backward_failure_max"] = max(regressions) if regressions else None
     summary["backward_failure_mean"] = float(np.mean(regressions)) if regressions else None
+    events = [pair for pair, value in zip(pairs, regressions, strict=True) if value > rememorization_threshold]
+    summary["rememorization_threshold"] = rememorization_threshold
+    summary["rememorization_events"] = len(events)
+    summary["rememorized_sets"] = len({s for _, s in events})
     return summary
 
 

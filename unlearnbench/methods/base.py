@@ -26,6 +26,8 @@ class UnlearningMethod(L.LightningModule):
     """Base class: SGD with momentum over the model's trainable parameters, constant learning rate."""
 
     batch_mode: ClassVar[BatchMode] = BatchMode.RETAIN
+    #: False for methods that do not update the model by gradient steps (LOFT): guards refuse them.
+    trains_by_gradient: ClassVar[bool] = True
 
     def __init__(
         self,

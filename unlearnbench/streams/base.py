@@ -133,8 +133,7 @@ class RequestStream(L.LightningDataModule):
         return int(np.random.default_rng([self.seed, self.current.t, salt]).integers(2**31))
 
     def loader(self, indices: np.ndarray, *, batch_size: int, augment: bool, salt: int = 0) -> InMemoryLoader:
-        return InMemoryLoader(
-            self.dataset,
+        return self.dataset.loader(
             self.dataset.train,
             torch.as_tensor(indices, dtype=torch.long),
             batch_size,

@@ -18,7 +18,7 @@ from enum import Enum
 
 import torch
 
-from unlearnbench.data.base import Batch, InMemoryLoader
+from unlearnbench.data.base import Batch, InMemoryLoader, shard_for_rank, shard_size
 
 
 class BatchMode(str, Enum):
@@ -43,7 +43,7 @@ class RequestBatches:
             return len(self.forget)
         if self.mode is BatchMode.PAIRED:
             return max(len(self.forget), len(self.retain))
-        return -(-(len(self.forget.indices) + len(self.retain.indices)) // self.retain.batch_size)
+        return -(-shard_size(len(self.forget.indices) + len(self.retain.indices)) // self.retain.batch_size)
 
     def __iter__(self) -> Iterator[dict[str, Batch]]:
         if self.mode is BatchMode.RETAIN:
@@ -66,7 +66,7 @@ class RequestBatches:
         is_forget = torch.zeros(len(self.retain.split), dtype=torch.bool, device=union.device)
         is_forget[self.forget.indices] = True
         order = union[torch.randperm(len(union), generator=self.retain.generator, device=union.device)]
-        for chunk in order.split(self.retain.batch_size):
+        for chunk in shard_for_rank(order).split(self.retain.batch_size):
             member = is_forget[chunk]
             yield {"forget": self.forget.batch(chunk[member]), "retain": self.retain.batch(chunk[~member])}
 

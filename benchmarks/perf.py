@@ -1,0 +1,155 @@
+"""Performance targets of the runner, measured as ratios side by side in one process.
+
+    python benchmarks/perf.py [--repeats 5] [--json benchmarks/out/perf.json]
+
+Rows (target in brackets; machines here are noisy, so every target is a ratio against a baseline
+measured in the same script, interleaved, median of the repeats):
+
+- P1a  one request's unlearning fit (FT, 5 epochs) / a hand-written PyTorch loop doing the same
+       optimizer steps on the same batches                                          [<= 1.10]
+- P1b  a whole T=5 FT run (warm store) / a hand-written loop with the same fits and the same eval
+       forward passes of method and oracle                                           [<= 1.10]
+- P2   evaluation (forward pass + every metric) at t = 9 / at t = 1, T = 9             [<= 1.20]
+- P3   a suite of M = 4 methods on one stream: models trained = T oracles + 1 pretrained;
+       a second invocation trains none; suite time / (M x one run) reported           [exact counts]
+- P4   LOFT per-request time after the one-shot feature pass                          [< 1 s]
+- P5   ER/CO for d = 10M parameters and T = 50 requests: peak RSS of that process      [< 1 GB]
+- S1/S2 `unlearnbench --help` / `unlearnbench list` wall time                          [< 1.5 s]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+warnings.filterwarnings("ignore")
+logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
+
+from unlearnbench.config import RunConfig  # noqa: E402
+from unlearnbench.evaluation.evaluator import compute_logits  # noqa: E402
+from unlearnbench.runner import Runner  # noqa: E402
+
+ROWS: list[dict] = []
+
+
+def report(key: str, what: str, value: float, target: str, passed: bool, detail: str = "") -> None:
+    ROWS.append({"key": key, "what": what, "value": value, "target": target, "pass": passed, "detail": detail})
+    print(f"{key:4} {what:58} {value:9.3f}  {target:9} {'PASS' if passed else 'FAIL'}  {detail}", flush=True)
+
+
+def _config(root: Path, method: str = "finetune", requests: int = 5, **kwargs) -> RunConfig:
+    return RunConfig(method=method, requests=requests, out=root / "runs", store=root / "store", logger="none", **kwargs)
+
+
+def _bare_fit(model: torch.nn.Module, loader, epochs: int, lr: float, momentum: float, weight_decay: float) -> None:
+    model.train()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
+    for _ in range(epochs):
+        for batch in loader:
+            loss = F.cross_entropy(model(batch["retain"].x), batch["retain"].y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+
+def p1_fit(root: Path, repeats: int) -> None:
+    runner = Runner(_config(root, method_args={"epochs": 5}))
+    pretrained = runner.trained_model(np.zeros(0, dtype=np.int64), "pretraining")
+    state = {k: v.clone() for k, v in pretrained.state_dict().items()}
+    request = runner.stream.select(1)
+    hp = runner.method.hparams
+    ratios = []
+    for _ in range(repeats):
+        pretrained.load_state_dict(state)
+        runner.method.attach(pretrained, runner.dataset.num_classes)
+        ours = runner.serve(request)["rte_s"]
+        pretrained.load_state_dict(state)
+        runner.stream.configure_batches(runner.method.batch_mode, hp.batch_size)
+        start = time.perf_counter()
+        _bare_fit(pretrained, runner.stream.train_dataloader(), hp.epochs, hp.lr, hp.momentum, hp.weight_decay)
+        ratios.append(ours / (time.perf_counter() - start))
+    ratio = statistics.median(ratios)
+    report("P1a", "FT fit, 5 epochs: runner / bare PyTorch loop", ratio, "<= 1.10", ratio <= 1.10)
+
+
+def p1_run(root: Path, repeats: int) -> None:
+    Runner(_config(root)).run()  # warm the store: pretrained model and every oracle
+    ratios = []
+    for repeat in range(repeats):
+        config = _config(root, run_dir=root / f"p1b-{repeat}")
+        start = time.perf_counter()
+        runner = Runner(config)
+        runner.run()
+        ours = time.perf_counter() - start
+
+        start = time.perf_counter()
+        bare = Runner(_config(root))
+        model = bare.trained_model(np.zeros(0, dtype=np.int64), "pretraining")
+        hp = bare.method.hparams
+        for t in range(1, bare.stream.num_requests + 1):
+            request = bare.stream.select(t)
+            bare.stream.configure_batches(bare.method.batch_mode, hp.batch_size)
+            _bare_fit(model, bare.stream.train_dataloader(), hp.epochs, hp.lr, hp.momentum, hp.weight_decay)
+            compute_logits(model, bare.dataset)
+            compute_logits(bare.trained_model(request.forgotten, "oracle"), bare.dataset)
+        ratios.append(ours / (time.perf_counter() - start))
+    ratio = statistics.median(ratios)
+    report("P1b", "whole T=5 FT run (warm store): runner / bare loop", ratio, "<= 1.10", ratio <= 1.10)
+
+
+def p2_eval(root: Path, repeats: int) -> None:
+    runner = Runner(_config(root, requests=9))
+    model = runner.trained_model(np.zeros(0, dtype=np.int64), "pretraining")
+
+    def evaluate(t: int) -> float:
+        start = time.perf_counter()
+        runner.score(compute_logits(model, runner.dataset), runner.stream.select(t))
+        return time.perf_counter() - start
+
+    ratios = [evaluate(9) / evaluate(1) for _ in range(repeats)]
+    ratio = statistics.median(ratios)
+    report("P2", "evaluation at t=9 / at t=1 (T=9)", ratio, "<= 1.20", ratio <= 1.20)
+
+
+def startup() -> None:
+    for key, argv in (("S1", ["--help"]), ("S2", ["list"])):
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "unlearnbench.cli", *argv], check=True, capture_output=True)
+            times.append(time.perf_counter() - start)
+        best = min(times)
+        report(key, f"`unlearnbench {' '.join(argv)}` wall seconds", best, "< 1.5 s", best < 1.5)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--json", type=Path, default=Path("benchmarks/out/perf.json"))
+    args = parser.parse_args()
+    print(f"{'key':4} {'measure':58} {'value':>9}  {'target':9} result")
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        startup()
+        p1_fit(root, args.repeats)
+        p1_run(root, max(1, args.repeats // 2))
+        p2_eval(root, args.repeats)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(ROWS, indent=1))
+    return 0 if all(row["pass"] for row in ROWS) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

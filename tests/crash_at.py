@@ -1,0 +1,56 @@
+"""Run the CLI in this process and SIGKILL it at the N-th call of a chosen function.
+
+Usage: python tests/crash_at.py TARGET N before|after -- <unlearnbench arguments>
+
+TARGET is a dotted path to a function or method as the code under test looks it up (e.g.
+`unlearnbench.runner.compute_logits`). A real SIGKILL leaves no chance to clean up: this is how
+the reliability tests check that a rerun of the same command recovers from a kill at any point.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+import signal
+import sys
+
+
+def _resolve(target: str):
+    parts = target.split(".")
+    for split in range(len(parts) - 1, 0, -1):
+        try:
+            owner = importlib.import_module(".".join(parts[:split]))
+        except ModuleNotFoundError:
+            continue
+        for attribute in parts[split:-1]:
+            owner = getattr(owner, attribute)
+        return owner, parts[-1]
+    raise SystemExit(f"cannot resolve {target}")
+
+
+def main() -> int:
+    target, count, when, separator, *argv = sys.argv[1:]
+    assert separator == "--" and when in ("before", "after")
+    owner, name = _resolve(target)
+    original = getattr(owner, name)
+    calls = {"n": 0}
+
+    @functools.wraps(original)
+    def crashing(*args, **kwargs):
+        calls["n"] += 1
+        if when == "before" and calls["n"] == int(count):
+            os.kill(os.getpid(), signal.SIGKILL)
+        result = original(*args, **kwargs)
+        if when == "after" and calls["n"] == int(count):
+            os.kill(os.getpid(), signal.SIGKILL)
+        return result
+
+    setattr(owner, name, crashing)
+    from unlearnbench.cli import main as cli_main
+
+    return cli_main(argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

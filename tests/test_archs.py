@@ -1,0 +1,111 @@
+"""Every registered arch and a `timm:` model: builds, trains one step, head(features(x)) == forward(x).
+
+Inputs are 32x32 RGB (CIFAR's shape) with batch 2, so the deep archs stay fast on a CPU.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from unlearnbench.config import ConfigError, RunConfig
+from unlearnbench.models.preresnet import PreActBottleneck
+from unlearnbench.registry import ARCHS, DATASETS, UnknownNameError
+from unlearnbench.training import build_model
+
+TIMM_EXAMPLE = "timm:resnet10t"
+NUM_CLASSES = 5
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Deep nets of many small ops are far faster single-threaded on a shared 2-core machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("arch", [*ARCHS.names(), TIMM_EXAMPLE])
+def test_arch_trains_and_head_of_features_is_forward(arch):
+    torch.manual_seed(0)
+    model = ARCHS.get(arch)(num_classes=NUM_CLASSES, in_channels=3, input_size=32)
+    x, y = torch.randn(2, 3, 32, 32), torch.tensor([0, 3])
+
+    model.train()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    before = [p.detach().clone() for p in model.parameters()]
+    loss = nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    optimizer.step()
+    assert torch.isfinite(loss)
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
+    assert any(not torch.equal(b, p) for b, p in zip(before, model.parameters(), strict=True))
+
+    model.eval()
+    with torch.no_grad():
+        features = model.forward_features(x)
+        pooled = model.forward_head(features, pre_logits=True)
+        logits = model.forward_head(features)
+        torch.testing.assert_close(logits, model(x))
+    classifier = model.get_classifier()
+    assert logits.shape == (2, NUM_CLASSES)
+    assert pooled.shape == (2, classifier.in_features) and classifier.out_features == NUM_CLASSES
+    torch.testing.assert_close(classifier(pooled), logits)  # LOFT's path: logits = head(z)
+
+
+@pytest.mark.parametrize(("arch", "width"), [("vgg16_bn", 512), ("resnet18", 512), ("preresnet110", 256)])
+def test_cifar_archs_take_64x64_and_8x8_grey_inputs(arch, width):
+    for channels, size in ((3, 64), (1, 8)):
+        model = ARCHS.get(arch)(num_classes=NUM_CLASSES, in_channels=channels, input_size=size).eval()
+        with torch.no_grad():
+            pooled = model.forward_head(model.forward_features(torch.randn(1, channels, size, size)), pre_logits=True)
+        assert pooled.shape == (1, width)
+
+
+def test_preresnet110_has_110_layers_of_bottlenecks():
+    model = ARCHS.get("preresnet110")(num_classes=100)
+    blocks = [m for m in model.modules() if isinstance(m, PreActBottleneck)]
+    assert len(blocks) == 36 and all(len(stage) == 12 for stage in (model.layer1, model.layer2, model.layer3))
+    # stem + 3 convs per block + classifier; projection shortcuts are not counted in the depth
+    assert 1 + 3 * len(blocks) + 1 == 110
+
+
+def test_no_arch_downloads_weights(monkeypatch):
+    import timm
+
+    created = []
+    original = timm.create_model
+    monkeypatch.setattr(timm, "create_model", lambda *a, **k: created.append(k) or original(*a, **k))
+    for arch in ("resnet18", TIMM_EXAMPLE):
+        ARCHS.get(arch)(num_classes=2, in_channels=3, input_size=32)
+    assert created and all(k["pretrained"] is False for k in created)
+
+
+def test_timm_names_resolve_through_the_registry_and_the_config(tmp_path):
+    assert TIMM_EXAMPLE in ARCHS and "timm:no_such_model" not in ARCHS
+    assert TIMM_EXAMPLE not in ARCHS.names()  # names() lists plain entries only
+    with pytest.raises(UnknownNameError, match="unknown timm model 'no_such_model'"):
+        ARCHS.get("timm:no_such_model")
+    with pytest.raises(UnknownNameError, match=r"timm:<name>"):
+        ARCHS.get("resnet1000")
+    RunConfig(method="finetune", arch=TIMM_EXAMPLE, out=tmp_path).validate()
+    with pytest.raises(ConfigError, match="unknown timm model"):
+        RunConfig(method="finetune", arch="timm:no_such_model", out=tmp_path).validate()
+    model = build_model("timm:vit_tiny_patch16_224", DATASETS.get("synthetic_cifar_mini")())
+    assert model.patch_embed.img_size == (32, 32)  # takes the dataset's image size
+
+
+def test_every_recipe_file_names_a_registered_dataset_and_arch():
+    from pathlib import Path
+
+    from unlearnbench.training import CONFIG_DIR, Recipe
+
+    files = sorted(Path(CONFIG_DIR, "recipes").glob("*.yaml"))
+    assert len(files) >= 13
+    for path in files:
+        dataset, arch = path.stem.split("-", 1)
+        assert dataset in DATASETS and arch in ARCHS, path.name
+        recipe = Recipe.for_setting(dataset, arch)
+        assert recipe.momentum == 0.9 and recipe.epochs > 0 and recipe.lr > 0

@@ -1,0 +1,194 @@
+"""The leaderboard equals a direct computation from run directories; unfinished and diverged runs are shown."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from unlearnbench.cli import main
+from unlearnbench.report.leaderboard import ORACLE_LABEL, build_leaderboard, collect_runs
+
+KEYS = ("forget_acc", "forget_test_acc", "retain_acc", "test_acc", "mia_member_rate")
+T = 3
+
+
+def fake_run(
+    root: Path, method: str, seed: int, rng: np.random.Generator, done: int = T, status: str | None = "complete"
+) -> Path:
+    """A run directory as the runner writes it, with random numbers; `done` requests, `status` in summary.json
+    (None: no summary.json, i.e. unfinished)."""
+    identity = {
+        "method": method,
+        "method_args": {"lr": 0.01},
+        "stream": "classwise",
+        "size": 1,
+        "requests": T,
+        "dataset": "digits",
+        "arch": "smallcnn",
+        "seed": seed,
+        "oracle": "retrain",
+        "recipe": {"epochs": 4},
+        "precision": "32-true",
+    }
+    path = root / f"{method}-classwise-digits-smallcnn-T{T}-seed{seed}-abcd{seed}"
+    path.mkdir(parents=True)
+    (path / "config.yaml").write_text(yaml.safe_dump(identity))
+    (path / "manifest.json").write_text("{}")
+    oracle_rng = np.random.default_rng(1000 + seed)  # the oracle depends on the seed only
+    rows = []
+    for t in range(1, done + 1):
+        method_scores = {k: float(rng.uniform(0, 100)) for k in KEYS}
+        method_scores |= {"rte_s": float(rng.uniform(0.1, 2)), "update_norm": float(rng.uniform(0, 5))}
+        method_scores["history"] = [float(rng.uniform(0, 100)) for _ in range(T)]
+        oracle = {k: float(oracle_rng.uniform(0, 100)) for k in KEYS}
+        oracle["history"] = [float(oracle_rng.uniform(0, 100)) for _ in range(T)]
+        method_scores["gap"] = float(np.mean([abs(method_scores[k] - oracle[k]) for k in KEYS]))
+        rows.append({"t": t, "status": "ok", "forget_classes": [t], "method": method_scores, "oracle": oracle})
+    if status == "diverged":
+        rows.append({"t": done + 1, "status": "diverged", "method": {"rte_s": 0.1}, "oracle": None})
+    (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with (path / "history.csv").open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["t", *(f"F{s}" for s in range(1, T + 1))])
+        for row in rows[:done]:
+            writer.writerow([row["t"], *row["method"]["history"]])
+    if status is not None:
+        summary = {"requests_done": done, "status": status}
+        if status == "diverged":
+            summary["diverged_at"] = done + 1
+        (path / "summary.json").write_text(json.dumps(summary))
+    return path
+
+
+def expected_values(path: Path, side: str = "method") -> dict:
+    rows = [json.loads(line) for line in (path / "metrics.jsonl").read_text().splitlines()]
+    scores = [row[side] for row in rows]
+    history = np.array([s["history"] for s in scores])
+    drops = [history[t, s] - history[s, s] for t in range(len(rows)) for s in range(t)]
+    values = {k: scores[-1][k] for k in KEYS}
+    values["forward_failure"] = scores[-1]["forget_acc"] - scores[0]["forget_acc"]
+    values["backward_failure_max"] = max(drops)
+    values["rememorization_events"] = sum(drop > 10.0 for drop in drops)  # scoring's default threshold
+    if side == "method":
+        values["gap"] = scores[-1]["gap"]
+        values["mean_gap"] = float(np.mean([s["gap"] for s in scores]))
+        values["rte_s"] = float(np.sum([s["rte_s"] for s in scores]))
+    return values
+
+
+@pytest.fixture
+def runs(tmp_path):
+    rng = np.random.default_rng(7)
+    root = tmp_path / "runs"
+    made = {
+        "ga": [fake_run(root, "ga", seed, rng) for seed in (0, 1, 2)],
+        "rl": [fake_run(root, "rl", seed, rng) for seed in (0, 1)],
+        "salun": [fake_run(root, "salun", 0, rng), fake_run(root, "salun", 1, rng, done=1, status=None)],
+        "finetune": [fake_run(root, "finetune", 0, rng, done=1, status="diverged")],
+    }
+    (root / "store").mkdir()
+    (root / "store" / "abc.json").write_text("{}")
+    return root, made
+
+
+def test_numbers_equal_a_direct_computation(runs, tmp_path):
+    root, made = runs
+    board = build_leaderboard(root, tmp_path / "board")
+    (group,) = board.groups
+    assert group.rows[0].label == ORACLE_LABEL and group.rows[0].is_oracle
+    entries = {entry.label: entry for entry in group.entries}
+    assert set(entries) == {"ga", "rl", "salun", "finetune"}
+    for method, paths in made.items():
+        complete = [
+            p for p in paths if (p / "summary.json").exists() and "diverged" not in (p / "summary.json").read_text()
+        ]
+        complete = [p for p in complete if len((p / "metrics.jsonl").read_text().splitlines()) == T]
+        values = [expected_values(p) for p in complete]
+        entry = entries[method]
+        assert entry.n == len(complete)
+        for key, cell in entry.cells.items():
+            column = [v[key] for v in values]
+            if not column:
+                assert cell.mean is None
+                continue
+            assert cell.mean == pytest.approx(np.mean(column), rel=1e-12)
+            if len(column) > 1:
+                assert cell.std == pytest.approx(np.std(column, ddof=1), rel=1e-12)
+            else:
+                assert cell.std is None
+    # The oracle: one value per seed (seeds 0, 1, 2 among the complete runs).
+    oracle_values = [expected_values(made["ga"][seed], "oracle") for seed in (0, 1, 2)]
+    for key in ("forget_acc", "retain_acc", "forward_failure"):
+        assert group.oracle.cells[key].mean == pytest.approx(np.mean([v[key] for v in oracle_values]))
+    assert group.oracle.n == 3
+
+
+def test_best_entries_follow_the_oracle_or_the_direction(runs, tmp_path):
+    root, _ = runs
+    (group,) = build_leaderboard(root, tmp_path / "board", plots=False).groups
+    oracle = group.oracle.cells
+    scored = [e for e in group.entries if e.cells["retain_acc"].mean is not None]
+    closest = min(scored, key=lambda e: abs(e.cells["retain_acc"].mean - oracle["retain_acc"].mean))
+    assert "retain_acc" in closest.best
+    fastest = min(scored, key=lambda e: e.cells["rte_s"].mean)
+    assert "rte_s" in fastest.best
+    assert sum("rte_s" in e.best for e in group.entries) == 1
+
+
+def test_unfinished_and_diverged_runs_are_shown(runs, tmp_path):
+    root, _ = runs
+    board = build_leaderboard(root, tmp_path / "board")
+    entries = {entry.label: entry for entry in board.groups[0].entries}
+    assert "unfinished (1/3)" in entries["salun"].status and "1 complete" in entries["salun"].status
+    assert "diverged at t=2" in entries["finetune"].status
+    assert entries["finetune"].cells["forget_acc"].mean is None
+    markdown = board.files["md"].read_text()
+    assert "diverged at t=2" in markdown and "unfinished (1/3)" in markdown
+    statuses = {run["run"]: run["status"] for run in board.provenance["runs"]}
+    assert len(statuses) == len(collect_runs(root)) == 8
+
+
+def test_markdown_csv_html_and_plots_are_written(runs, tmp_path):
+    root, _ = runs
+    board = build_leaderboard(root, tmp_path / "board")
+    for path in board.files.values():
+        assert path.stat().st_size > 0
+    markdown = board.files["md"].read_text()
+    lines = [line for line in markdown.splitlines() if line.startswith("| ")]
+    assert lines[1].startswith(f"| *{ORACLE_LABEL}*")  # header, then the oracle row on top
+    assert "forget_acc ↓→oracle" in markdown and "rte_s ↓" in markdown and "**" in markdown
+    assert "## Provenance" in markdown and "0.1.0" in markdown
+    rows = list(csv.DictReader(board.files["csv"].open()))
+    assert rows[0]["method"] == ORACLE_LABEL and {r["method"] for r in rows[1:]} == {"ga", "rl", "salun", "finetune"}
+    html = board.files["html"].read_text()
+    assert "<script>" in html and "http://" not in html and "https://" not in html
+    pngs = [p for paths in board.plots.values() for p in paths]
+    names = {p.name for p in pngs}
+    assert {"forget_acc.png", "update_norm.png", "history-ga.png", "history-rl.png"} <= names
+    for png in pngs:
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 1000
+        assert f"]({png.relative_to(board.files['md'].parent).as_posix()})" in markdown
+
+
+def test_er_plot_when_geometry_exists(runs, tmp_path):
+    root, made = runs
+    for path in made["ga"]:
+        lines = ["t,update_norm,er_r1", *(f"{t},{t * 0.5},{0.9 - 0.1 * t}" for t in range(1, T + 1))]
+        (path / "geometry.csv").write_text("\n".join(lines) + "\n")
+    board = build_leaderboard(root, tmp_path / "board")
+    assert "er.png" in {p.name for paths in board.plots.values() for p in paths}
+
+
+def test_leaderboard_command(runs, tmp_path, capsys):
+    root, _ = runs
+    assert main(["leaderboard", str(root), "--out", str(tmp_path / "cli"), "--plots", "false"]) == 0
+    assert (tmp_path / "cli" / "leaderboard.md").exists()
+    assert "8 run(s) in 1 table(s)" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_info:
+        main(["leaderboard", str(tmp_path / "missing")])
+    assert exit_info.value.code == 2

@@ -1,0 +1,102 @@
+"""`unlearnbench suite`: the grid shares one model store, a failing cell is recorded, bad input fails first."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+import yaml
+from rich.console import Console
+
+from unlearnbench.cli import main
+from unlearnbench.console import Reporter
+from unlearnbench.report.leaderboard import ORACLE_LABEL
+from unlearnbench.runner import Runner
+from unlearnbench.suite import expand_suite, run_suite
+
+#: Cheaper than conftest's FAST_RECIPE: these tests count trained models, not their accuracy.
+RECIPE = {"epochs": 2, "batch_size": 128, "lr": 0.1}
+
+
+def tiny_suite(tmp_path, **changes) -> dict:
+    suite = {
+        "out": str(tmp_path / "runs"),
+        "store": str(tmp_path / "store"),
+        "common": {"requests": 2, "recipe": dict(RECIPE), "logger": "none", "accelerator": "cpu"},
+        "methods": ["finetune", {"ga": {"epochs": 1}}],
+        "streams": [{"stream": "classwise", "size": 1}],
+        "seeds": [0],
+    }
+    suite.update(changes)
+    return suite
+
+
+def test_expand_suite_is_an_ordered_grid(tmp_path):
+    suite = tiny_suite(tmp_path, seeds=[0, 1], streams=["classwise", {"stream": "random", "size": 0.05}])
+    configs = expand_suite(suite)
+    assert [(c.stream, c.seed, c.method) for c in configs] == [
+        (stream, seed, method) for stream in ("classwise", "random") for seed in (0, 1) for method in ("finetune", "ga")
+    ]
+    assert all(c.store == tmp_path / "store" and c.hardware.accelerator == "cpu" for c in configs)
+    assert configs[1].method_args == {"epochs": 1} and configs[0].method_args == {}
+    assert not (tmp_path / "runs").exists()
+
+
+def test_suite_shares_the_store_records_failures_and_resumes(tmp_path, monkeypatch):
+    suite = tiny_suite(tmp_path)
+    original = Runner.serve
+
+    def serve(self, request):
+        if self.config.method == "ga":
+            raise RuntimeError("simulated failure")
+        return original(self, request)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Runner, "serve", serve)
+        first = run_suite(suite)
+    assert [cell.status for cell in first.cells] == ["complete", "failed"]
+    assert first.trained == 1 + 2  # the pretrained model and T = 2 oracles, for both methods
+    failed = first.cells[1].run_dir
+    assert "simulated failure" in json.loads((failed / "error.json").read_text())["error"]
+    markdown = first.leaderboard.files["md"].read_text()
+    assert "failed after 0/2" in markdown
+    record = json.loads((tmp_path / "runs" / "suite.json").read_text())
+    assert [cell["status"] for cell in record["cells"]] == ["complete", "failed"]
+
+    log = io.StringIO()  # not a terminal: plain lines, no animation, no escape codes
+    second = run_suite(suite, Reporter(console=Console(file=log, force_terminal=False, width=120)))
+    output = log.getvalue()
+    assert "suite cell 2/2: ga" in output and "run ga-classwise" in output and "unlearning 2/2: done in" in output
+    assert "\x1b[" not in output and "\r" not in output
+    assert second.trained == 0
+    assert [cell.status for cell in second.cells] == ["already complete", "complete"]
+    assert not (failed / "error.json").exists()
+    (group,) = second.leaderboard.groups
+    assert [entry.label for entry in group.rows] == [ORACLE_LABEL, "finetune", "ga"]
+    assert all(entry.n == 1 for entry in group.rows)
+    assert second.leaderboard.files["html"].stat().st_size > 0
+
+
+BAD_SUITES = [
+    ({"methods": ["finetune", "nope"]}, "unknown method 'nope'"),
+    ({"methods": ["finetune", {"ga": {"epochz": 1}}]}, "has no argument(s) epochz"),
+    ({"streams": [{"stream": "classwise", "size": 1}, {"stream": "classwise", "requests": 20}]}, "requests x size"),
+    ({"common": {"requests": 2, "colour": "red"}}, "unknown `common` key(s) colour"),
+    ({"seeds": "0"}, "`seeds` must be a non-empty list"),
+    ({"methods": ["finetune", "finetune"]}, "same run as cell 1"),
+    ({"extra": 1}, "unknown suite key(s) extra"),
+    ({"common": {"logger": "tensorboard"}}, "unknown logger 'tensorboard'"),
+]
+
+
+@pytest.mark.parametrize(("changes", "message"), BAD_SUITES, ids=[m for _, m in BAD_SUITES])
+def test_invalid_suite_fails_before_anything_is_written(tmp_path, capsys, changes, message):
+    path = tmp_path / "suite.yaml"
+    path.write_text(yaml.safe_dump(tiny_suite(tmp_path, **changes)))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["suite", str(path)])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["suite.yaml"]

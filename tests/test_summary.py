@@ -1,0 +1,55 @@
+"""Stream summaries against a numpy computation on a constructed stream of rows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from unlearnbench.evaluation.scoring import stream_summary
+
+# history[t][s]: accuracy on F_s after request t (T = 4)
+HISTORY = np.array(
+    [
+        [5.0, 90.0, 95.0, 97.0],
+        [12.0, 8.0, 90.0, 96.0],
+        [30.0, 9.0, 20.0, 93.0],
+        [40.0, 25.0, 31.0, 50.0],
+    ]
+)
+GAPS = [1.0, 2.0, 4.0, 9.0]
+ORACLE_FORGET = [3.0, 2.0, 4.0, 5.0]
+
+
+def _rows(with_oracle: bool = True) -> list[dict]:
+    return [
+        {
+            "t": t + 1,
+            "method": {"forget_acc": HISTORY[t, t], "history": HISTORY[t].tolist(), "gap": GAPS[t]},
+            "oracle": {"forget_acc": ORACLE_FORGET[t]} if with_oracle else None,
+        }
+        for t in range(4)
+    ]
+
+
+def test_summary_against_numpy():
+    summary = stream_summary(_rows())
+    diagonal = np.diag(HISTORY)
+    assert summary["forward_failure"] == pytest.approx(diagonal[-1] - diagonal[0])  # 50 − 5
+    assert summary["forward_failure_vs_oracle"] == pytest.approx(45.0 - (5.0 - 3.0))
+    regressions = np.array([HISTORY[t, s] - HISTORY[s, s] for t in range(4) for s in range(t)])
+    # (1,0): 7  (2,0): 25  (2,1): 1  (3,0): 35  (3,1): 17  (3,2): 11
+    assert summary["backward_failure_max"] == pytest.approx(regressions.max()) == pytest.approx(35.0)
+    assert summary["backward_failure_mean"] == pytest.approx(regressions.mean())
+    assert summary["rememorization_events"] == int(np.sum(regressions > 10.0)) == 4
+    assert summary["rememorized_sets"] == 3  # F_1, F_2, F_3
+    assert summary["forget_acc_auc"] == pytest.approx(diagonal.mean())
+    assert summary["forget_acc_auc_oracle"] == pytest.approx(np.mean(ORACLE_FORGET))
+    assert summary["mean_gap"] == pytest.approx(np.mean(GAPS))
+
+
+def test_threshold_and_missing_oracle():
+    summary = stream_summary(_rows(with_oracle=False), rememorization_threshold=20.0)
+    assert summary["rememorization_events"] == 2 and summary["rememorized_sets"] == 1
+    assert "forward_failure_vs_oracle" not in summary and "forget_acc_auc_oracle" not in summary
+    single = stream_summary(_rows()[:1])
+    assert single["backward_failure_max"] is None and single["rememorization_events"] == 0

@@ -1,0 +1,30 @@
+"""Divergence: a request whose loss or weights become NaN/inf is stopped and recorded, never scored.
+
+GA with a large step, or any method pushed too far, can blow up. Scoring a NaN model would write
+meaningless numbers (or crash the attack), so the run stops at that request, records it as
+diverged in `metrics.jsonl` and `summary.json`, and the leaderboard shows it as such.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from lightning.pytorch.callbacks import Callback
+
+
+class DivergenceMonitor(Callback):
+    """Stops the fit at the first non-finite training loss."""
+
+    def __init__(self) -> None:
+        self.diverged = False
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        loss = outputs["loss"] if isinstance(outputs, dict) else outputs
+        if loss is not None and not math.isfinite(float(loss)):
+            self.diverged = True
+            trainer.should_stop = True
+
+
+def weights_finite(vector: torch.Tensor) -> bool:
+    return bool(torch.isfinite(vector).all())

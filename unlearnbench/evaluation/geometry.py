@@ -1,0 +1,448 @@
+"""Update geometry (DESIGN §3): u_t on disk, per-layer norms, and ER/CO from the T x T Gram matrix.
+
+What is stored
+--------------
+`u_t = θ_t − θ_{t−1}` over the *trainable* parameters of the method's model (`requires_grad`
+after the request was served; BN running statistics and `num_batches_tracked` are buffers, never
+parameters). Row t of `updates.f32` (raw little-endian float32, C order, shape T x d, memory-mapped)
+holds u_t at the fixed byte offset (t−1)·d·4, so serving request t again after a crash (resume)
+overwrites the same row and never appends a duplicate. `updates.json` is the header:
+`{"format", "dtype", "d", "T", "parameters": [{"name", "shape", "offset", "size"}], "rows": [t...]}`;
+`rows` lists the requests whose u_t has been written (the runner only reads rows 1..t after request t,
+so a row written before a crash and not yet committed is simply rewritten).
+
+What is computed (U = [u_1 … u_t] as columns, d x t)
+----------------------------------------------------
+- G = UᵀU in float64, accumulated over column chunks of the memmap (peak memory ~ t·chunk·8 bytes,
+  never d x d; d = 10M costs t passes over the file per request, nothing more).
+- G = V Λ Vᵀ (eigh, descending); σ_i = sqrt(λ_i) are the singular values of U and V its right
+  singular vectors. The top-r left singular vectors Q = U V_r Σ_r⁻¹ are never materialized:
+  QᵀU = Σ_r V_rᵀ, hence CO_t = Qᵀu_t = (σ_i V[t, i])_i and
+  ER_t = ‖QQᵀu_t‖²/‖u_t‖² = Σ_{i≤r} σ_i² V[t, i]² / G[t, t].
+- r = 1, 2, 3 and r90 (the smallest r whose singular values hold ≥ 90% of ‖U‖_F²). Components with
+  a numerically zero singular value are dropped, so ER_t = 1 whenever r ≥ rank(U) (in particular r ≥ t).
+- Column signs of Q are fixed so that each column's entry of largest magnitude is positive (as
+  sklearn's `svd_flip`); this needs one more chunked pass (d x r at a time, r ≤ 3), and fixes the
+  sign of CO.
+- Online ER_t: the basis is the top-r left singular vectors of U_{<t} = [u_1 … u_{t−1}] only, so it
+  says whether u_t moves inside the subspace that earlier requests used:
+  Q'ᵀu_t = Σ'_r⁻¹ V'_rᵀ G[:t−1, t], ER'_t = ‖Q'ᵀu_t‖²/G[t, t] (undefined at t = 1).
+- cos_prev: cosine between u_t and u_{t−1} (sign flips show oscillation).
+
+The per-request values after request t use the basis of the updates so far (u_1..u_t);
+`geometry.csv` is rewritten after every request with that basis, so the file left after request T
+holds DESIGN's definition with U = [u_1 … u_T].
+
+Methods that do not train by gradient descent
+---------------------------------------------
+Everything here needs only θ before and after a request, so it applies to any method whose
+trainable weights change: SSD (no training, but dampened weights change) gets the full geometry.
+A method whose update lives outside `model`'s trainable parameters (LOFT: frozen backbone, the
+projection U is a plain tensor of the method) can expose it by defining
+`geometry_parameters() -> Iterable[tuple[str, Tensor | None]]` (taken whether or not it requires grad);
+a tensor created during request t counts from zero. Without that hook LOFT has no trainable
+parameter: ‖u_t‖ = 0 and ER/CO do not apply. If a method changes no trainable weight, ‖u_t‖ = 0 and ER/CO are
+undefined (empty cells / None), and if the parameter layout changes between requests (e.g. LOFT
+choosing another rank s), geometry is reported as not applicable from that request on.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from unlearnbench.io import write_json_atomic, write_text_atomic
+
+UPDATES_FILE = "updates.f32"
+HEADER_FILE = "updates.json"
+GEOMETRY_FILE = "geometry.csv"
+FORMAT = "unlearnbench-updates/1"
+RANKS = (1, 2, 3)
+ENERGY = 0.9
+#: Bytes of float64 per Gram chunk (t x chunk): keeps the peak small whatever d is.
+CHUNK_BYTES = 64 * 2**20
+
+
+class LayoutError(ValueError):
+    """The trainable parameters of this request differ from those recorded in the header."""
+
+
+# --------------------------------------------------------------------------------------------
+# u_t from a model
+
+
+def _sources(method: nn.Module) -> tuple[list[tuple[str, torch.Tensor | None]], bool]:
+    """(named tensors, whether to keep only `requires_grad` ones) that make up θ for `method`."""
+    custom = getattr(method, "geometry_parameters", None)
+    if callable(custom):
+        return list(custom()), False
+    return list(getattr(method, "model", method).named_parameters()), True
+
+
+def snapshot(method: nn.Module) -> dict[str, torch.Tensor]:
+    """θ before a request: a float32 CPU copy of every parameter of the method's model (or of what
+    its `geometry_parameters()` returns), trainable or not."""
+    named, _ = _sources(method)
+    return {name: p.detach().float().cpu().clone() for name, p in named if p is not None}
+
+
+def parameter_update(
+    before: dict[str, torch.Tensor], method: nn.Module
+) -> tuple[list[tuple[str, tuple[int, ...]]], np.ndarray]:
+    """(layout, u_t): the parameters trainable after the request and their change, float32, flat.
+
+    A parameter absent from `before` (created during the request) or whose shape changed counts
+    from zero.
+    """
+    named, trainable_only = _sources(method)
+    layout, pieces = [], []
+    for name, p in named:
+        if p is None or (trainable_only and not p.requires_grad):
+            continue
+        after = p.detach().float().cpu()
+        previous = before.get(name)
+        if previous is None or previous.shape != after.shape:
+            previous = torch.zeros_like(after)
+        layout.append((name, tuple(after.shape)))
+        pieces.append((after - previous).flatten())
+    vector = torch.cat(pieces).numpy() if pieces else np.zeros(0, dtype=np.float32)
+    return layout, np.ascontiguousarray(vector, dtype=np.float32)
+
+
+# --------------------------------------------------------------------------------------------
+# The on-disk store
+
+
+class UpdateStore:
+    """`updates.f32` (T x d float32 memmap) + `updates.json` header in a run directory.
+
+    `write(t, u)` is idempotent: row t lives at a fixed offset, so writing it twice (a resumed
+    run serving request t again) leaves one row, holding the last value.
+    """
+
+    def __init__(self, directory: Path, num_requests: int):
+        self.directory = Path(directory)
+        self.num_requests = num_requests
+        self.header: dict | None = None
+        if self.header_path.exists():
+            self.header = json.loads(self.header_path.read_text())
+            if self.header.get("T") != num_requests:
+                raise LayoutError(f"{self.header_path} was written for T={self.header.get('T')}, not {num_requests}")
+
+    @property
+    def path(self) -> Path:
+        return self.directory / UPDATES_FILE
+
+    @property
+    def header_path(self) -> Path:
+        return self.directory / HEADER_FILE
+
+    @property
+    def d(self) -> int:
+        return 0 if self.header is None else int(self.header["d"])
+
+    @property
+    def rows_written(self) -> list[int]:
+        return [] if self.header is None else list(self.header["rows"])
+
+    @property
+    def layout(self) -> list[tuple[str, tuple[int, ...]]]:
+        if self.header is None:
+            return []
+        return [(p["name"], tuple(p["shape"])) for p in self.header["parameters"]]
+
+    def _create(self, layout: Sequence[tuple[str, tuple[int, ...]]], d: int) -> None:
+        parameters, offset = [], 0
+        for name, shape in layout:
+            size = math.prod(shape)
+            parameters.append({"name": name, "shape": list(shape), "offset": offset, "size": size})
+            offset += size
+        if offset != d:
+            raise LayoutError(f"layout holds {offset} numbers, the update {d}")
+        self.directory.mkdir(parents=True, exist_ok=True)
+        # Sparse file of the final size; rows are filled in place.
+        with open(self.path, "wb") as f:
+            f.truncate(self.num_requests * d * 4)
+        self.header = {
+            "format": FORMAT,
+            "dtype": "float32",
+            "order": "C",
+            "d": d,
+            "T": self.num_requests,
+            "parameters": parameters,
+            "rows": [],
+        }
+        write_json_atomic(self.header_path, self.header)
+
+    def memmap(self, mode: str = "r") -> np.memmap:
+        return np.memmap(self.path, dtype="<f4", mode=mode, shape=(self.num_requests, self.d))
+
+    def write(self, t: int, update: np.ndarray, layout: Sequence[tuple[str, tuple[int, ...]]]) -> None:
+        """Store u_t in row t (1-based). Raises `LayoutError` if the parameters changed."""
+        if not 1 <= t <= self.num_requests:
+            raise ValueError(f"t={t} outside 1..{self.num_requests}")
+        update = np.asarray(update, dtype=np.float32).ravel()
+        layout = [(name, tuple(shape)) for name, shape in layout]
+        if self.header is None:
+            self._create(layout, len(update))
+        elif layout != self.layout or len(update) != self.d:
+            raise LayoutError(f"request {t} changed the trainable parameters (d {self.d} -> {len(update)})")
+        if self.d == 0:
+            return
+        rows = self.memmap("r+")
+        rows[t - 1] = update
+        rows.flush()
+        del rows
+        if t not in self.header["rows"]:
+            self.header["rows"] = sorted([*self.header["rows"], t])
+            write_json_atomic(self.header_path, self.header)
+
+    def read(self, t: int) -> np.ndarray:
+        return np.array(self.memmap()[t - 1])
+
+    def layer_norms(self, t: int) -> dict[str, float]:
+        """‖u_t‖ per parameter tensor (name -> L2 norm)."""
+        row = self.memmap()[t - 1]
+        return {
+            p["name"]: float(np.linalg.norm(row[p["offset"] : p["offset"] + p["size"]].astype(np.float64)))
+            for p in self.header["parameters"]
+        }
+
+
+# --------------------------------------------------------------------------------------------
+# Gram-based ER / CO
+
+
+def gram(rows: np.ndarray, chunk_bytes: int = CHUNK_BYTES) -> np.ndarray:
+    """G = U Uᵀ of the t x d row matrix (= UᵀU of the d x t column matrix), float64, chunked over d."""
+    t, d = rows.shape
+    chunk = max(1, chunk_bytes // (8 * max(t, 1)))
+    G = np.zeros((t, t), dtype=np.float64)
+    for start in range(0, d, chunk):
+        block = np.asarray(rows[:, start : start + chunk], dtype=np.float64)
+        G += block @ block.T
+    return G
+
+
+@dataclass
+class Spectrum:
+    """Eigendecomposition of a Gram matrix: σ descending, V columns, numerically non-zero only."""
+
+    sigma: np.ndarray  # (k,)
+    V: np.ndarray  # (t, k)
+
+    @classmethod
+    def of(cls, G: np.ndarray) -> Spectrum:
+        if G.size == 0:
+            return cls(np.zeros(0), np.zeros((len(G), 0)))
+        eigenvalues, V = np.linalg.eigh(G)
+        order = np.argsort(eigenvalues)[::-1]
+        eigenvalues, V = eigenvalues[order], V[:, order]
+        tolerance = max(eigenvalues[0], 0.0) * len(G) * np.finfo(np.float64).eps * 10
+        keep = eigenvalues > tolerance
+        return cls(np.sqrt(eigenvalues[keep]), V[:, keep])
+
+    @property
+    def rank(self) -> int:
+        return len(self.sigma)
+
+    def r_energy(self, energy: float = ENERGY) -> int:
+        """Smallest r whose squared singular values hold ≥ `energy` of the total (0 if U = 0)."""
+        if self.rank == 0:
+            return 0
+        cumulative = np.cumsum(self.sigma**2) / np.sum(self.sigma**2)
+        return int(np.searchsorted(cumulative, energy - 1e-12) + 1)
+
+
+def _top_entries(rows: np.ndarray, coefficients: np.ndarray, chunk_bytes: int = CHUNK_BYTES) -> np.ndarray:
+    """For each column of Q = (rows.T @ coefficients), the entry of largest magnitude (chunked)."""
+    t, d = rows.shape
+    k = coefficients.shape[1]
+    best = np.zeros(k)
+    chunk = max(1, chunk_bytes // (8 * max(t + k, 1)))
+    for start in range(0, d, chunk):
+        q = np.asarray(rows[:, start : start + chunk], dtype=np.float64).T @ coefficients
+        idx = np.argmax(np.abs(q), axis=0)
+        candidates = q[idx, np.arange(k)]
+        better = np.abs(candidates) > np.abs(best)
+        best[better] = candidates[better]
+    return best
+
+
+def column_signs(rows: np.ndarray, spectrum: Spectrum, r: int) -> np.ndarray:
+    """±1 per left singular vector q_i = U v_i / σ_i so that its largest-magnitude entry is positive."""
+    r = min(r, spectrum.rank)
+    if r == 0:
+        return np.ones(0)
+    top = _top_entries(rows, spectrum.V[:, :r] / spectrum.sigma[:r])
+    return np.where(top < 0, -1.0, 1.0)
+
+
+def energy_ratio(G: np.ndarray, spectrum: Spectrum, r: int) -> np.ndarray:
+    """ER_t for every column t with the top-r basis (NaN where u_t = 0)."""
+    r = min(r, spectrum.rank)
+    captured = (spectrum.V[:, :r] ** 2) @ (spectrum.sigma[:r] ** 2)
+    norms = np.diag(G)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(norms > 0, captured / np.where(norms > 0, norms, 1.0), np.nan)
+
+
+def coordinates(spectrum: Spectrum, r: int, signs: np.ndarray | None = None) -> np.ndarray:
+    """CO: (t, r) matrix whose row t is Qᵀu_t = σ_i V[t, i] (NaN beyond the rank)."""
+    out = np.full((spectrum.V.shape[0], r), np.nan)
+    k = min(r, spectrum.rank)
+    values = spectrum.V[:, :k] * spectrum.sigma[:k]
+    if signs is not None:
+        values = values * signs[:k]
+    out[:, :k] = values
+    return out
+
+
+def online_energy_ratio(G: np.ndarray, t: int, r: int | None) -> tuple[float, int]:
+    """ER of u_t (1-based) in the top-r basis of u_1..u_{t−1} (r=None: r90 of that basis)."""
+    if t < 2 or G[t - 1, t - 1] <= 0:
+        return math.nan, 0
+    past = Spectrum.of(G[: t - 1, : t - 1])
+    if past.rank == 0:
+        return 0.0, 0
+    k = past.r_energy() if r is None else min(r, past.rank)
+    projection = (past.V[:, :k].T @ G[: t - 1, t - 1]) / past.sigma[:k]
+    return float(np.sum(projection**2) / G[t - 1, t - 1]), k
+
+
+def geometry_table(rows: np.ndarray, *, chunk_bytes: int = CHUNK_BYTES) -> list[dict]:
+    """One dict per row t of `rows` (t x d, e.g. a memmap slice): every geometry column but the layer norms."""
+    G = gram(rows, chunk_bytes)
+    spectrum = Spectrum.of(G)
+    r90 = spectrum.r_energy()
+    signs = column_signs(rows, spectrum, max(RANKS))
+    co = coordinates(spectrum, max(RANKS), signs)
+    ratios = {f"er_r{r}": energy_ratio(G, spectrum, r) for r in RANKS}
+    ratios["er_r90"] = energy_ratio(G, spectrum, r90)
+    table = []
+    for i in range(len(G)):
+        norm = math.sqrt(max(G[i, i], 0.0))
+        entry: dict = {"t": i + 1, "update_norm": norm}
+        entry.update({key: _finite(values[i]) for key, values in ratios.items()})
+        entry["r90"] = r90
+        entry.update({f"co_{j + 1}": _finite(co[i, j]) for j in range(max(RANKS))})
+        for r in RANKS:
+            entry[f"er_online_r{r}"] = _finite(online_energy_ratio(G, i + 1, r)[0])
+        value, k = online_energy_ratio(G, i + 1, None)
+        entry["er_online_r90"], entry["r90_online"] = _finite(value), (k if i > 0 else None)
+        if i > 0 and G[i, i] > 0 and G[i - 1, i - 1] > 0:
+            entry["cos_prev"] = float(G[i, i - 1] / math.sqrt(G[i, i] * G[i - 1, i - 1]))
+        else:
+            entry["cos_prev"] = None
+        table.append(entry)
+    return table
+
+
+def _finite(value) -> float | None:
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+#: geometry.csv columns before the per-layer norms (`norm/<parameter name>`), in order.
+COLUMNS = (
+    "t",
+    "update_norm",
+    "er_r1",
+    "er_r2",
+    "er_r3",
+    "er_r90",
+    "r90",
+    "co_1",
+    "co_2",
+    "co_3",
+    "er_online_r1",
+    "er_online_r2",
+    "er_online_r3",
+    "er_online_r90",
+    "r90_online",
+    "cos_prev",
+)
+#: The geometry keys copied into the method's metrics row of request t.
+ROW_KEYS = tuple(c for c in COLUMNS if c not in ("t", "update_norm"))
+
+
+def compute_geometry(store: UpdateStore, t: int) -> list[dict]:
+    """Geometry rows 1..t from the store (basis u_1..u_t), with per-layer norms as `norm/<name>`."""
+    if store.header is None or store.d == 0:
+        return []
+    missing = [s for s in range(1, t + 1) if s not in store.rows_written]
+    if missing:
+        raise LayoutError(f"updates of requests {missing} are missing from {store.path}")
+    table = geometry_table(store.memmap()[:t])
+    for entry in table:
+        entry.update({f"norm/{name}": value for name, value in store.layer_norms(entry["t"]).items()})
+    return table
+
+
+def geometry_csv(table: list[dict]) -> str:
+    buffer = io.StringIO()
+    if not table:
+        return ""
+    columns = [*COLUMNS, *(k for k in table[0] if k.startswith("norm/"))]
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(columns)
+    for entry in table:
+        writer.writerow(["" if entry.get(c) is None else _format(entry[c]) for c in columns])
+    return buffer.getvalue()
+
+
+def _format(value) -> str:
+    return str(value) if isinstance(value, int) else f"{value:.9g}"
+
+
+class GeometryRecorder:
+    """What the runner calls after each request: store u_t, rewrite geometry.csv, return row keys."""
+
+    def __init__(self, directory: Path, num_requests: int):
+        self.directory = Path(directory)
+        self.store = UpdateStore(directory, num_requests)
+        self.not_applicable: str | None = None
+
+    def record(self, t: int, layout, update: np.ndarray) -> dict:
+        empty = dict.fromkeys(ROW_KEYS)
+        if self.not_applicable is None:
+            try:
+                self.store.write(t, update, layout)
+            except LayoutError as error:
+                self.not_applicable = str(error)
+        if self.not_applicable is not None or self.store.d == 0:
+            return empty | {"geometry_note": self.not_applicable or "no trainable parameters"}
+        table = compute_geometry(self.store, t)
+        write_text_atomic(self.directory / GEOMETRY_FILE, geometry_csv(table))
+        return empty | {key: table[-1][key] for key in ROW_KEYS}
+
+
+def read_geometry_csv(path: Path) -> list[dict]:
+    """geometry.csv back as dicts (empty cell -> None, numbers parsed)."""
+    with open(path, newline="") as f:
+        return [
+            {
+                k: (None if v == "" else (int(v) if k in ("t", "r90", "r90_online") else float(v)))
+                for k, v in row.items()
+            }
+            for row in csv.DictReader(f)
+        ]
+
+
+def recompute_geometry(run_dir: Path) -> list[dict]:
+    """geometry.csv's rows recomputed from `updates.f32` + `updates.json` alone (every written row, basis = all)."""
+    header = json.loads((Path(run_dir) / HEADER_FILE).read_text())
+    store = UpdateStore(run_dir, header["T"])
+    rows = store.rows_written
+    if rows != list(range(1, len(rows) + 1)):
+        raise LayoutError(f"rows {rows} of {store.path} are not 1..t")
+    return compute_geometry(store, len(rows))

@@ -1,0 +1,48 @@
+"""CoUn + RL: CoUn's contrastive retain term added to random labeling."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from unlearnbench.data.base import Batch
+from unlearnbench.methods.base import random_labels
+from unlearnbench.methods.coun import CoUn
+from unlearnbench.registry import METHODS
+from unlearnbench.streams.batches import BatchMode
+
+
+@METHODS.register("coun_rl")
+class CoUnRL(CoUn):
+    """CoUn+RL: RL's CE on relabelled forget ∪ retain + w·InfoNCE on retain (CoUn paper; LOFT's table).
+
+    CoUn combined with an existing method, as in its paper and the LOFT paper's comparison: the
+    batches and loss of `rl` (one shuffled pass over forget ∪ retain, forget labels redrawn at
+    random, lr 0.013, 10 epochs as SalUn's `RL.py`) plus CoUn's contrastive term on the retain
+    part of each batch. `exclude_true` as in `rl`.
+    """
+
+    batch_mode = BatchMode.MIXED
+
+    def __init__(
+        self,
+        temperature: float = 0.5,
+        contrastive_weight: float = 1.0,
+        exclude_true: bool = False,
+        lr: float = 0.013,
+        epochs: int = 10,
+        batch_size: int = 256,
+        momentum: float = 0.9,
+        weight_decay: float = 5e-4,
+    ):
+        super().__init__(temperature, contrastive_weight, lr, epochs, batch_size, momentum, weight_decay)
+
+    def loss(self, batch: dict[str, Batch]) -> Tensor:
+        forget, retain = batch["forget"], batch["retain"]
+        relabelled = random_labels(forget.y, self.num_classes, self.hparams.exclude_true)
+        features = self.features(torch.cat([forget.x, retain.x]))
+        ce = F.cross_entropy(self.model.get_classifier()(features), torch.cat([relabelled, retain.y]))
+        if len(retain.y) < 2:  # nothing to contrast with
+            return ce
+        return ce + self.hparams.contrastive_weight * self.contrastive(features[len(forget.y) :], retain)

@@ -1,0 +1,47 @@
+"""l1-sparse: fine-tune on retain with an l1 penalty that pushes the model toward sparsity."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from unlearnbench.data.base import Batch
+from unlearnbench.methods.base import UnlearningMethod
+from unlearnbench.registry import METHODS
+from unlearnbench.streams.batches import BatchMode
+
+
+def l1_weight(alpha: float, epoch: int, epochs: int) -> float:
+    """α_t = α·(1 − t/E): linear decay from α at epoch 0 to 0 at the end of epoch E."""
+    return alpha * (1 - epoch / epochs)
+
+
+@METHODS.register("l1_sparse")
+class L1Sparse(UnlearningMethod):
+    """l1-sparse: CE on retain + α_t·‖θ‖₁, α_t decaying linearly (Jia et al., NeurIPS 2023).
+
+    "Model Sparsity Can Simplify Machine Unlearning", reference `FT_l1` (Unlearn-Sparse, also
+    reused by MUNBa's code): the penalty is the l1 norm of all parameters and its weight is set
+    per epoch as α·(1 − epoch/epochs), so the last epoch still uses α/epochs and the weight
+    reaches 0 when training ends. α = 1e-4, lr 0.01 and 10 epochs follow the authors' scripts.
+    """
+
+    batch_mode = BatchMode.RETAIN
+
+    def __init__(
+        self,
+        alpha: float = 1e-4,
+        lr: float = 0.01,
+        epochs: int = 10,
+        batch_size: int = 256,
+        momentum: float = 0.9,
+        weight_decay: float = 5e-4,
+    ):
+        super().__init__(lr, epochs, batch_size, momentum, weight_decay)
+
+    def loss(self, batch: dict[str, Batch]) -> Tensor:
+        retain = batch["retain"]
+        weight = l1_weight(self.hparams.alpha, self.current_epoch, self.hparams.epochs)
+        l1 = torch.cat([p.flatten() for p in self.model.parameters()]).abs().sum()
+        return F.cross_entropy(self(retain.x), retain.y) + weight * l1

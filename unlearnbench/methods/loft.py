@@ -1,0 +1,88 @@
+"""LOFT: unlearning by projecting a frozen backbone's penultimate features onto a learned subspace."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+
+from unlearnbench.methods.base import UnlearningMethod
+from unlearnbench.methods.subspace import (
+    FeatureCache,
+    Moments,
+    ProjectedModel,
+    explained_rank,
+    loft_objective,
+    optimize_stiefel,
+    top_eigenvectors,
+)
+from unlearnbench.registry import METHODS
+from unlearnbench.streams.base import StreamView, UnlearningRequest
+
+
+@METHODS.register("loft")
+class LOFT(UnlearningMethod):
+    """LOFT: logits = head(UUᵀz), U ∈ St(d, s) hides the forget features ("Machine Unlearning in Low-Dimensional Feature Subspace", NeurIPS 2026).
+
+    The backbone is frozen. `prepare` (timed as prepare_s) extracts penultimate features in eval
+    mode (cached per model hash) and their mean-centred float64 covariances Σ_f (forget set F_t)
+    and Σ_r (retain set); `unlearn` (timed as rte_s) runs `steps` full-batch RiemannianAdam steps
+    on J(U) = (tr(UᵀΣ_fU)/tr Σ_f)² + (tr(Σ_r − UUᵀΣ_rUUᵀ)/tr Σ_r)², from the top-s principal
+    directions of Σ_r. s is the smallest k whose eigenvalues of Σ_r hold `variance` of the trace,
+    unless `s` is given. Each request starts afresh from the backbone: plain LOFT forgets F_t only.
+    No weight decay is offered: on geoopt's canonical Stiefel metric it is a no-op. `fuse` folds
+    UUᵀ into the head weights (same logits, no inference cost).
+    """
+
+    trains_by_gradient = False
+
+    def __init__(
+        self,
+        s: int | None = None,
+        variance: float = 0.95,
+        steps: int = 200,
+        lr: float = 0.05,
+        fuse: bool = False,
+        batch_size: int = 512,
+    ):
+        super().__init__(lr=lr, batch_size=batch_size)
+        for unused in ("epochs", "momentum", "weight_decay"):
+            self.hparams.pop(unused)
+        self.U: Tensor | None = None  # d x s, float64; persisted through get/set_extra_state
+        self.cache = FeatureCache()  # per process, never in the state dict
+        self.trace: list[float] = []  # J before each step of the last request
+        self.retain_cov: Tensor | None = None  # Σ_r of the current request (set by prepare)
+        self.forget: list[tuple[float, Tensor]] = []  # (weight, Σ) pairs of the forget part of J
+
+    def attach(self, model: nn.Module, num_classes: int) -> LOFT:
+        return super().attach(ProjectedModel(model, self.hparams.fuse), num_classes)
+
+    def prepare(self, request: UnlearningRequest, data: StreamView) -> None:
+        def moments(which: str, indices) -> Moments:
+            features = self.cache.get(self.model.backbone, data, which, indices, self.hparams.batch_size)
+            return Moments.of(features.to(self.model.projection.device))
+
+        self.retain_cov = moments("retain", request.retain).cov
+        self.forget = self.forget_terms(request.t, moments("forget", request.forget))
+
+    def forget_terms(self, t: int, forget: Moments) -> list[tuple[float, Tensor]]:
+        """(weight, covariance) pairs of the forget part of J."""
+        return [(1.0, forget.cov)]
+
+    def start(self) -> Tensor:
+        """U's starting point; its width is s."""
+        s = self.hparams.s or explained_rank(self.retain_cov, self.hparams.variance)
+        return top_eigenvectors(self.retain_cov, s)
+
+    def unlearn(self, fit: Callable[[int], None]) -> None:
+        objective = lambda U: loft_objective(U, self.forget, self.retain_cov)  # noqa: E731
+        self.U, self.trace = optimize_stiefel(self.start(), objective, self.hparams.steps, self.hparams.lr)
+        with torch.no_grad():
+            self.model.projection.copy_(self.U @ self.U.T)
+
+    def get_extra_state(self) -> dict:
+        return {"U": torch.zeros(0) if self.U is None else self.U.cpu()}
+
+    def set_extra_state(self, state: dict) -> None:
+        self.U = state["U"] if state["U"].numel() else None

@@ -1,0 +1,98 @@
+"""MUNBa: weigh the retain and forget objectives by the Nash bargaining solution of their gradients."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from unlearnbench.data.base import Batch
+from unlearnbench.methods.base import UnlearningMethod, random_labels
+from unlearnbench.registry import METHODS
+from unlearnbench.streams.base import StreamView, UnlearningRequest
+from unlearnbench.streams.batches import BatchMode
+
+#: The reference's weights (α_r, α_f) when bargaining fails.
+FALLBACK = (1.0, 0.1)
+
+
+def nash_bargaining(g_r: Tensor, g_f: Tensor, eps: float = 1e-8) -> tuple[float, float] | None:
+    """Closed-form α > 0 with Gα = 1/α for G the Gram matrix of (g_r, g_f); None if not both positive.
+
+    With g1 = ‖g_r‖², g2 = ⟨g_r, g_f⟩, g3 = ‖g_f‖² (in float64; ε as in the reference):
+    α1 = sqrt((g1·g3 − g2·sqrt(g1·g3)) / (g1²·g3 − g1·g2² + ε)), α2 = (1 − g1·α1²) / (g2·α1 + ε).
+    In exact arithmetic α = (1/sqrt(g1·(1+c)), 1/sqrt(g3·(1+c))) with c the gradients' cosine, so
+    it fails (zero, negative or NaN) only for parallel gradients, orthogonal ones (when ε is
+    negligible against the norms) and non-finite values.
+    """
+    g1, g2, g3 = torch.stack([g_r @ g_r, g_r @ g_f, g_f @ g_f]).double()
+    alpha1 = torch.sqrt((g1 * g3 - g2 * torch.sqrt(g1 * g3)) / (g1 * g1 * g3 - g1 * g2 * g2 + eps))
+    alpha2 = (1 - g1 * alpha1 * alpha1) / (g2 * alpha1 + eps)
+    alpha1, alpha2 = alpha1.item(), alpha2.item()
+    return (alpha1, alpha2) if alpha1 > 0 and alpha2 > 0 else None
+
+
+def munba_weights(g_r: Tensor, g_f: Tensor) -> tuple[float, float]:
+    """The bargaining weights, or the reference's fallback `FALLBACK` when bargaining fails."""
+    return nash_bargaining(g_r, g_f) or FALLBACK
+
+
+@METHODS.register("munba")
+class MUNBa(UnlearningMethod):
+    """MUNBa: α_r·CE(retain) + α_f·CE(forget, random labels), α by Nash bargaining (Wu & Harandi, CVPR 2025).
+
+    "MUNBa: Machine Unlearning via Nash Bargaining", reference `Classification/unlearn/MUNBa.py`
+    (its closed-form branch): per step the flattened gradients of both losses give α (see
+    `nash_bargaining`), the combined loss is back-propagated and the gradient norm clipped at 1.0;
+    random forget labels may hit the true class. lr 0.01, 10 epochs, batch 256, SGD momentum 0.9,
+    weight decay 5e-4 as in its arguments. The reference zips the two loaders, so once the forget
+    loader runs out it takes plain retain CE steps without clipping; that is `cycle_forget=False`.
+    By default (`cycle_forget=True`) the forget batches are cycled and every step bargains.
+    """
+
+    batch_mode = BatchMode.PAIRED
+
+    def __init__(
+        self,
+        cycle_forget: bool = True,
+        clip: float = 1.0,
+        lr: float = 0.01,
+        epochs: int = 10,
+        batch_size: int = 256,
+        momentum: float = 0.9,
+        weight_decay: float = 5e-4,
+    ):
+        super().__init__(lr, epochs, batch_size, momentum, weight_decay)
+        self.automatic_optimization = False
+        self.forget_batches = 0
+
+    def prepare(self, request: UnlearningRequest, data: StreamView) -> None:
+        self.forget_batches = -(-len(request.forget) // self.hparams.batch_size)
+
+    def training_step(self, batch: dict[str, Batch], batch_idx: int) -> Tensor:
+        forget, retain = batch["forget"], batch["retain"]
+        optimizer = self.optimizers()
+        optimizer.zero_grad()
+        loss_r = F.cross_entropy(self(retain.x), retain.y)
+        if self.hparams.cycle_forget or batch_idx < self.forget_batches:
+            loss_f = F.cross_entropy(self(forget.x), random_labels(forget.y, self.num_classes, exclude_true=False))
+            parameters = [p for p in self.model.parameters() if p.requires_grad]
+            g_r, g_f = (
+                torch.cat(
+                    [
+                        g.flatten()
+                        for g in torch.autograd.grad(part, parameters, retain_graph=True, materialize_grads=True)
+                    ]
+                )
+                for part in (loss_r, loss_f)
+            )
+            alpha_r, alpha_f = munba_weights(g_r, g_f)
+            loss = alpha_r * loss_r + alpha_f * loss_f
+            self.manual_backward(loss)
+            self.clip_gradients(optimizer, gradient_clip_val=self.hparams.clip, gradient_clip_algorithm="norm")
+        else:
+            loss = loss_r
+            self.manual_backward(loss)
+        optimizer.step()
+        self.log("train/loss", loss, prog_bar=True, batch_size=len(retain.y) + len(forget.y))
+        return loss

@@ -1,0 +1,1 @@
+"""Leaderboards and plots generated from run directories alone (`unlearnbench leaderboard`)."""

@@ -1,0 +1,163 @@
+"""PNG plots of a leaderboard group (matplotlib, Agg backend: no display needed).
+
+- `history-<method>.png`: the T x T history matrix (accuracy on F_s after request t), mean over seeds;
+- `forget_acc.png`: forget_acc after each request t, every method and the oracle (dashed);
+- `update_norm.png`: ‖u_t‖ = ‖θ_t − θ_{t−1}‖ over t (from metrics.jsonl, or geometry.csv);
+- `er.png`: ER_t (rank 1) over t, when the runs have a `geometry.csv`.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def read_history(path: Path) -> np.ndarray | None:
+    """history.csv as a (requests done) x T float array, or None when absent."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    with path.open(newline="") as f:
+        rows = [row for row in csv.reader(f)][1:]
+    if not rows:
+        return None
+    return np.array([[float(v) if v not in ("", "None") else math.nan for v in row[1:]] for row in rows])
+
+
+def read_geometry(path: Path) -> list[dict]:
+    """geometry.csv as dicts of floats (empty cells None); [] when absent."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    entries = []
+    with path.open(newline="") as f:
+        for row in csv.DictReader(f):
+            entry = {}
+            for key, value in row.items():
+                try:
+                    entry[key] = float(value) if value not in ("", None) else None
+                except ValueError:
+                    entry[key] = None
+            if entry.get("t") is not None:
+                entry["t"] = int(entry["t"])
+                entries.append(entry)
+    return entries
+
+
+def history_heatmap_figure(history: np.ndarray, title: str):
+    """A heatmap of the history matrix: rows = after request t, columns = forget set F_s."""
+    plt = _pyplot()
+    rows, cols = history.shape
+    size = max(3.2, 0.55 * cols + 1.8)
+    figure, ax = plt.subplots(figsize=(size + 0.8, size * rows / max(cols, 1) + 0.6))
+    image = ax.imshow(history, vmin=0, vmax=100, cmap="viridis", aspect="auto")
+    for t in range(rows):
+        for s in range(cols):
+            value = history[t, s]
+            if math.isfinite(value):
+                color = "black" if value > 60 else "white"
+                ax.text(s, t, f"{value:.0f}", ha="center", va="center", fontsize=8, color=color)
+    ax.set_xticks(range(cols), [f"F{s + 1}" for s in range(cols)])
+    ax.set_yticks(range(rows), [f"t={t + 1}" for t in range(rows)])
+    ax.set_xlabel("forget set F_s")
+    ax.set_ylabel("after request t")
+    ax.set_title(title, fontsize=9)
+    figure.colorbar(image, ax=ax, label="accuracy (%)")
+    figure.tight_layout()
+    return figure
+
+
+def _save(figure, path: Path) -> Path:
+    plt = _pyplot()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+def _mean_curve(curves: Sequence[Sequence[float | None]]) -> np.ndarray:
+    """Mean over seeds of per-t curves (shorter curves and None ignored)."""
+    length = max(len(c) for c in curves)
+    matrix = np.full((len(curves), length), np.nan)
+    for i, curve in enumerate(curves):
+        matrix[i, : len(curve)] = [math.nan if v is None else v for v in curve]
+    with np.errstate(all="ignore"):
+        counts = np.sum(np.isfinite(matrix), axis=0)
+        sums = np.nansum(matrix, axis=0)
+        return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+
+
+def _line_plot(series: dict[str, np.ndarray], ylabel: str, title: str, path: Path, dashed: Sequence[str] = ()) -> Path:
+    plt = _pyplot()
+    figure, ax = plt.subplots(figsize=(6.4, 3.8))
+    for label, values in series.items():
+        ts = np.arange(1, len(values) + 1)
+        style = "--" if label in dashed else "-"
+        ax.plot(ts, values, style, marker="o", markersize=3, label=label, color="black" if label in dashed else None)
+    ax.set_xlabel("request t")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9)
+    length = max((len(v) for v in series.values()), default=1)
+    ax.set_xticks(range(1, length + 1))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    figure.tight_layout()
+    return _save(figure, path)
+
+
+def write_group_plots(group, out_dir: Path) -> list[Path]:
+    """Every plot of one leaderboard group (see the module docstring) into `out_dir`; the paths written."""
+    out_dir = Path(out_dir)
+    written: list[Path] = []  # the curves first, then the heatmaps
+    heatmaps: list[Path] = []
+    forget: dict[str, np.ndarray] = {}
+    norms: dict[str, np.ndarray] = {}
+    ers: dict[str, np.ndarray] = {}
+    oracle_forget: list[list] = []
+    for entry in group.entries:
+        runs = [run for run in entry.runs if run.status == "complete"]
+        runs = runs or [run for run in entry.runs if run.scored_rows]  # nothing finished: what there is
+        if not runs:
+            continue
+        histories = [run.history for run in runs if run.history is not None]
+        if histories:
+            rows = min(h.shape[0] for h in histories)
+            mean = np.mean([h[:rows] for h in histories], axis=0)
+            figure = history_heatmap_figure(mean, f"{entry.label}: history (mean of {len(histories)} seed(s))")
+            heatmaps.append(_save(figure, out_dir / f"history-{_slug(entry.label)}.png"))
+        forget[entry.label] = _mean_curve([[r["method"].get("forget_acc") for r in run.scored_rows] for run in runs])
+        norms[entry.label] = _mean_curve([run.update_norms() for run in runs])
+        geometry = [run.geometry for run in runs if run.geometry]
+        if geometry:
+            ers[entry.label] = _mean_curve([[g.get("er_r1") for g in rows] for rows in geometry])
+        for run in runs:
+            if all(r.get("oracle") for r in run.scored_rows):
+                oracle_forget.append([r["oracle"].get("forget_acc") for r in run.scored_rows])
+    if oracle_forget:
+        forget = {"oracle (retrain)": _mean_curve(oracle_forget), **forget}
+    if forget:
+        title = f"forget_acc after each request\n{group.title}"
+        written.append(_line_plot(forget, "forget_acc (%)", title, out_dir / "forget_acc.png", ["oracle (retrain)"]))
+    if any(np.isfinite(v).any() for v in norms.values()):
+        title = f"‖u_t‖ = ‖θ_t − θ_(t−1)‖\n{group.title}"
+        written.append(_line_plot(norms, "‖u_t‖", title, out_dir / "update_norm.png"))
+    if ers:
+        written.append(_line_plot(ers, "ER_t (r = 1)", f"ER_t (rank 1)\n{group.title}", out_dir / "er.png"))
+    return written + heatmaps
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)

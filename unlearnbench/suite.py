@@ -1,0 +1,299 @@
+"""`unlearnbench suite SUITE.yaml`: a grid of runs (methods x streams x seeds), then the leaderboard.
+
+The suite file (every key optional except `methods`; relative paths are relative to the current
+directory, as on the command line):
+
+```yaml
+out: runs/cpu              # folder of the run directories (default: runs)
+store: null                # model store shared by every cell (default: OUT/store)
+leaderboard: null          # where the leaderboard goes (default: OUT/leaderboard); false: none
+common:                    # any `unlearnbench run` option, for every cell
+  dataset: digits
+  arch: smallcnn
+  requests: 3
+  oracle: retrain
+  recipe: {epochs: 10}
+  logger: csv              # csv | wandb | none
+  accelerator: auto        # hardware: accelerator, devices, strategy, num_nodes, precision
+methods:                   # a name, or {name: {hyperparameters}}; a name may appear twice
+  - finetune
+  - ga: {epochs: 3, lr: 0.005}
+streams:                   # a kind, or {stream: kind, size: ..., requests: ...} (overrides common)
+  - {stream: classwise, size: 1}
+  - {stream: random, size: 0.05}
+seeds: [0, 1]              # default [0]
+```
+
+The grid is stream-major (stream, then seed, then method), so every method of a (stream, seed)
+reuses the pretrained model and the T oracles trained for the first one. `expand_suite` is a pure
+function from the suite mapping to the ordered list of `RunConfig`s. Every cell is validated (and
+its `Runner` built) before anything runs, so bad input fails before anything is written. A cell
+that raises is recorded (`error.json` in its run directory and `OUT/suite.json`) and the suite goes
+on; the leaderboard shows it as failed. Running the same suite again resumes unfinished cells and
+leaves finished ones alone.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import traceback
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from unlearnbench.config import ConfigError, Hardware, RunConfig
+
+TOP_KEYS = {"out", "store", "leaderboard", "common", "methods", "streams", "seeds"}
+HARDWARE_KEYS = {f.name for f in fields(Hardware)}
+#: RunConfig fields a suite may set in `common` or a stream entry (the grid sets method, stream, seed).
+COMMON_KEYS = {"dataset", "arch", "requests", "size", "oracle", "recipe", "save_logits", "logger"} | HARDWARE_KEYS
+STREAM_KEYS = {"stream", "size", "requests"}
+
+
+class SuiteError(ConfigError):
+    """An invalid suite file: reported as one line, exit code 2, nothing written."""
+
+
+def load_suite(path: Path) -> dict:
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as error:
+        raise SuiteError(f"cannot read suite {path}: {error}".replace("\n", " ")) from error
+    if not isinstance(data, dict):
+        raise SuiteError(f"suite {path} must be a YAML mapping with at least `methods`")
+    return data
+
+
+def _methods(spec: Any) -> list[tuple[str, dict]]:
+    if isinstance(spec, dict):
+        spec = [{name: args} for name, args in spec.items()]
+    if not isinstance(spec, list) or not spec:
+        raise SuiteError("`methods` must be a non-empty list of names or {name: {hyperparameters}}")
+    methods = []
+    for item in spec:
+        if isinstance(item, str):
+            methods.append((item, {}))
+        elif isinstance(item, dict) and len(item) == 1:
+            name, args = next(iter(item.items()))
+            if args is not None and not isinstance(args, dict):
+                raise SuiteError(f"hyperparameters of method {name!r} must be a mapping, got {args!r}")
+            methods.append((str(name), dict(args or {})))
+        else:
+            raise SuiteError(f"a `methods` entry must be a name or {{name: {{hyperparameters}}}}, got {item!r}")
+    return methods
+
+
+def _streams(spec: Any) -> list[dict]:
+    if spec is None:
+        return [{}]
+    if not isinstance(spec, list) or not spec:
+        raise SuiteError("`streams` must be a non-empty list of kinds or {stream: kind, size: ..., requests: ...}")
+    streams = []
+    for item in spec:
+        if isinstance(item, str):
+            item = {"stream": item}
+        if not isinstance(item, dict):
+            raise SuiteError(f"a `streams` entry must be a kind or a mapping, got {item!r}")
+        unknown = sorted(set(item) - STREAM_KEYS)
+        if unknown:
+            raise SuiteError(f"unknown stream key(s) {', '.join(unknown)}; valid: {', '.join(sorted(STREAM_KEYS))}")
+        streams.append(dict(item))
+    return streams
+
+
+def expand_suite(suite: dict, out: Path | None = None, logger: str | None = None) -> list[RunConfig]:
+    """The suite's grid as an ordered list of RunConfigs (stream, then seed, then method). Pure: writes nothing.
+
+    `out` and `logger`, when given, override the suite's own (the command line's `--out`/`--logger`).
+    """
+    unknown = sorted(set(suite) - TOP_KEYS)
+    if unknown:
+        raise SuiteError(f"unknown suite key(s) {', '.join(unknown)}; valid: {', '.join(sorted(TOP_KEYS))}")
+    common = suite.get("common") or {}
+    if not isinstance(common, dict):
+        raise SuiteError("`common` must be a mapping of run options")
+    unknown = sorted(set(common) - COMMON_KEYS)
+    if unknown:
+        raise SuiteError(f"unknown `common` key(s) {', '.join(unknown)}; valid: {', '.join(sorted(COMMON_KEYS))}")
+    seeds = suite.get("seeds", [0])
+    if (
+        not isinstance(seeds, list)
+        or not seeds
+        or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)
+    ):
+        raise SuiteError(f"`seeds` must be a non-empty list of integers, got {seeds!r}")
+    if len(set(seeds)) != len(seeds):
+        raise SuiteError(f"`seeds` lists a seed twice: {seeds}")
+    if "methods" not in suite:
+        raise SuiteError("a suite needs `methods`")
+    methods = _methods(suite["methods"])
+    streams = _streams(suite.get("streams"))
+    out_dir = Path(out) if out is not None else Path(suite.get("out") or "runs")
+    store = suite.get("store")
+    hardware = Hardware(**{k: common[k] for k in HARDWARE_KEYS if k in common})
+    run_keys = {k: v for k, v in common.items() if k not in HARDWARE_KEYS}
+    if logger is not None:
+        run_keys["logger"] = logger
+    if "recipe" in run_keys and not isinstance(run_keys["recipe"], dict):
+        raise SuiteError("`common.recipe` must be a mapping of recipe keys")
+    configs = []
+    for stream in streams:
+        for seed in seeds:
+            for method, args in methods:
+                values = {**run_keys, **stream}
+                configs.append(
+                    RunConfig(
+                        method=method,
+                        seed=seed,
+                        method_args=dict(args),
+                        out=out_dir,
+                        store=Path(store) if store else None,
+                        hardware=hardware,
+                        **{k: (dict(v) if isinstance(v, dict) else v) for k, v in values.items()},
+                    )
+                )
+    return configs
+
+
+@dataclass
+class CellResult:
+    config: RunConfig
+    run_dir: Path
+    status: str  # complete | diverged | failed | already complete
+    seconds: float
+    error: str | None = None
+
+
+@dataclass
+class SuiteResult:
+    cells: list[CellResult]
+    trained: int  # models the store trained during this invocation (pretrained + oracles)
+    leaderboard: Any  # report.leaderboard.Leaderboard | None
+
+    @property
+    def failed(self) -> list[CellResult]:
+        return [cell for cell in self.cells if cell.status == "failed"]
+
+
+def prepare_suite(suite: dict, reporter=None, out: Path | None = None, logger: str | None = None):
+    """Every cell's Runner, built (so validated) before anything runs; raises ConfigError naming the cell."""
+    from unlearnbench.runner import Runner
+
+    configs = expand_suite(suite, out=out, logger=logger)
+    runners, seen = [], {}
+    for i, config in enumerate(configs, start=1):
+        cell = f"cell {i}/{len(configs)} ({config.method}, {config.stream}, seed {config.seed})"
+        try:
+            runner = Runner(config, reporter)
+        except (ConfigError, TypeError, ValueError) as error:
+            raise SuiteError(f"{cell}: {error}") from error
+        if runner.run_dir.path in seen:
+            raise SuiteError(f"{cell} is the same run as cell {seen[runner.run_dir.path]}: remove the duplicate")
+        seen[runner.run_dir.path] = i
+        runners.append(runner)
+    return runners
+
+
+def run_suite(
+    suite: dict,
+    reporter=None,
+    out: Path | None = None,
+    logger: str | None = None,
+    leaderboard: bool = True,
+) -> SuiteResult:
+    from unlearnbench.console import Reporter
+    from unlearnbench.io import write_json_atomic, write_text_atomic
+
+    reporter = reporter or Reporter(quiet=True)
+    runners = prepare_suite(suite, reporter, out=out, logger=logger)
+    out_dir = runners[0].config.out
+    results: list[CellResult] = []
+    trained = 0
+    for i, runner in enumerate(runners, start=1):
+        config = runner.config
+        reporter.message(f"suite cell {i}/{len(runners)}: {config.method} · {config.stream} · seed {config.seed}")
+        start = time.perf_counter()
+        try:
+            with reporter.live():
+                result = runner.run()
+        except Exception as error:  # a failing cell is recorded; the suite goes on
+            runner.run_logger.finish(failed=True)
+            message = f"{type(error).__name__}: {error}"
+            if (runner.run_dir.path / "config.yaml").exists():
+                write_text_atomic(
+                    runner.run_dir.path / "error.json",
+                    json.dumps({"error": message, "traceback": traceback.format_exc()}, indent=1) + "\n",
+                )
+            reporter.message(f"[red]cell {i} failed:[/red] {message}")
+            results.append(CellResult(config, runner.run_dir.path, "failed", time.perf_counter() - start, message))
+        else:
+            (runner.run_dir.path / "error.json").unlink(missing_ok=True)
+            status = result.summary.get("status", "complete")
+            if result.already_complete:
+                status = f"already {status}"
+            results.append(CellResult(config, runner.run_dir.path, status, time.perf_counter() - start))
+        finally:
+            trained += runner.store.trained
+    write_json_atomic(
+        out_dir / "suite.json",
+        {
+            "cells": [
+                {
+                    "method": c.config.method,
+                    "stream": c.config.stream,
+                    "seed": c.config.seed,
+                    "run_dir": str(c.run_dir),
+                    "status": c.status,
+                    "seconds": round(c.seconds, 2),
+                    "error": c.error,
+                }
+                for c in results
+            ],
+            "trained": trained,
+        },
+    )
+    board = None
+    if leaderboard and suite.get("leaderboard", True) is not False:
+        from unlearnbench.report.leaderboard import build_leaderboard
+
+        target = suite.get("leaderboard")
+        board = build_leaderboard(out_dir, Path(target) if isinstance(target, str) else None)
+        reporter.message(f"leaderboard: {board.files['md']} (+ .csv, .html, plots/)")
+    return SuiteResult(results, trained, board)
+
+
+def suite_command(argv: list[str]) -> int:
+    """`unlearnbench suite SUITE.yaml [--out DIR] [--logger csv|wandb|none] [--quiet true]`.
+
+    Raises ConfigError for bad input (before anything is written); exit code 1 when a cell failed.
+    """
+    from jsonargparse import ArgumentError, ArgumentParser
+
+    from unlearnbench.console import Reporter
+
+    parser = ArgumentParser(
+        prog="unlearnbench suite", description="Run a grid of runs, then build the leaderboard.", exit_on_error=False
+    )
+    parser.add_argument("suite", type=Path, help="suite YAML file (schema: unlearnbench/suite.py)")
+    parser.add_argument(
+        "--out", type=Path | None, default=None, help="folder of run directories (overrides the suite's)"
+    )
+    parser.add_argument("--logger", type=str | None, default=None, help="csv, wandb or none (overrides the suite's)")
+    parser.add_argument("--quiet", type=bool, default=False)
+    try:
+        args = parser.parse_args(argv)
+    except ArgumentError as error:
+        raise SuiteError(str(error)) from error
+    suite = load_suite(args.suite)
+    reporter = Reporter(quiet=args.quiet)
+    result = run_suite(suite, reporter, out=args.out, logger=args.logger)
+    done = sum(1 for cell in result.cells if cell.status != "failed")
+    reporter.message(
+        f"suite: {done}/{len(result.cells)} cells ran, {len(result.failed)} failed, {result.trained} models trained"
+    )
+    for cell in result.failed:
+        reporter.message(f"  failed: {cell.run_dir.name}: {cell.error}")
+    return 1 if result.failed else 0
