@@ -123,6 +123,61 @@ def p2_eval(root: Path, repeats: int) -> None:
     report("P2", "evaluation at t=9 / at t=1 (T=9)", ratio, "<= 1.20", ratio <= 1.20)
 
 
+def p3_suite(root: Path) -> None:
+    from unlearnbench.suite import run_suite
+
+    methods = ["finetune", "ga", "rl", "salun"]
+    common = {"requests": 3, "logger": "none"}
+
+    def suite(out: Path) -> dict:
+        return {"out": str(out), "common": common, "methods": methods, "streams": ["classwise"], "leaderboard": False}
+
+    start = time.perf_counter()
+    single = _config(root / "p3-single", requests=3)
+    Runner(single).run()
+    one_run = time.perf_counter() - start
+    start = time.perf_counter()
+    first = run_suite(suite(root / "p3-suite"))
+    suite_time = time.perf_counter() - start
+    second = run_suite(suite(root / "p3-suite"))
+    expected = 3 + 1
+    report("P3a", "suite of M=4 methods, T=3: models trained (= T oracles + 1)", first.trained, f"== {expected}",
+           first.trained == expected)  # fmt: skip
+    report("P3b", "second invocation of the same suite: models trained", second.trained, "== 0", second.trained == 0)
+    ratio = suite_time / (len(methods) * one_run)
+    report("P3c", "suite time / (M x one cold run)", ratio, "report", True, f"one run {one_run:.1f}s")
+
+
+def p4_loft(root: Path) -> None:
+    runner = Runner(_config(root, method="loft"))
+    result = runner.run()
+    after_first = [row["method"]["rte_s"] for row in result.rows[1:]]
+    worst = max(after_first)
+    passes = runner.method.cache.passes
+    report("P4a", "LOFT per-request time after the feature pass (max, t>=2)", worst, "< 1 s", worst < 1.0)
+    report("P4b", "LOFT feature forward passes over the stream (one model)", passes, "report", True)
+
+
+def p5_geometry() -> None:
+    code = (
+        "import resource, sys, tempfile\n"
+        "from pathlib import Path\n"
+        "import numpy as np\n"
+        "from unlearnbench.evaluation.geometry import UpdateStore, compute_geometry\n"
+        "d, T = 10_000_000, 50\n"
+        "with tempfile.TemporaryDirectory() as folder:\n"
+        "    store, rng = UpdateStore(Path(folder), T), np.random.default_rng(0)\n"
+        "    for t in range(1, T + 1):\n"
+        "        store.write(t, rng.standard_normal(d, dtype=np.float32), [('w', (d,))])\n"
+        "    compute_geometry(store, T)\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)\n"
+    )
+    start = time.perf_counter()
+    peak = float(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout)
+    seconds = time.perf_counter() - start
+    report("P5", "ER/CO, d=10M, T=50: peak RSS of the process (MB)", peak, "< 1024", peak < 1024, f"{seconds:.0f}s")
+
+
 def startup() -> None:
     for key, argv in (("S1", ["--help"]), ("S2", ["list"])):
         times = []
@@ -146,6 +201,9 @@ def main() -> int:
         p1_fit(root, args.repeats)
         p1_run(root, max(1, args.repeats // 2))
         p2_eval(root, args.repeats)
+        p3_suite(root)
+        p4_loft(root)
+    p5_geometry()
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(ROWS, indent=1))
     return 0 if all(row["pass"] for row in ROWS) else 1

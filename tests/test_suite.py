@@ -100,3 +100,22 @@ def test_invalid_suite_fails_before_anything_is_written(tmp_path, capsys, change
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["suite.yaml"]
+
+
+@pytest.mark.parametrize("count", [1, 3, 7])
+def test_shards_split_the_grid_into_disjoint_parts_that_cover_it(count):
+    from unlearnbench.suite import select_shard
+
+    cells = list(range(20))
+    shards = [select_shard(cells, (index, count)) for index in range(1, count + 1)]
+    assert sorted(cell for shard in shards for cell in shard) == cells
+    assert max(map(len, shards)) - min(map(len, shards)) <= 1
+    assert select_shard(cells, None) == cells
+
+
+@pytest.mark.parametrize("text", ["0/3", "4/3", "1/0", "a/b", "2"])
+def test_a_bad_shard_is_refused(text):
+    from unlearnbench.suite import SuiteError, parse_shard
+
+    with pytest.raises(SuiteError, match="i/n"):
+        parse_shard(text)

@@ -97,8 +97,12 @@ class Runner:
         self.store = ModelStore(config.store_dir)
         use_cuda = config.hardware.accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()
         self.eval_device = torch.device("cuda" if use_cuda else "cpu")
-        self.train_labels = self.dataset.train.labels.numpy()
-        self.test_labels = self.dataset.test.labels.numpy()
+        self.train_labels = self.dataset.train.labels.cpu().numpy()
+        self.test_labels = self.dataset.test.labels.cpu().numpy()
+        if self.eval_device.type == "cuda" and config.hardware.devices in (1, "1"):
+            # In-memory datasets live on the training device: a batch is one gather, no host copy.
+            self.dataset = self.dataset.to(self.eval_device)
+            self.stream.dataset = self.dataset
         # The experiment logger of this session (`config.logger`), opened by run(); none until then.
         self.run_logger = RunLogger(self.run_dir.path, self.identity, self.run_dir.path.name)
 
@@ -213,7 +217,7 @@ class Runner:
         self.geometry = GeometryRecorder(run_dir.path, config.requests)  # updates.f32 + geometry.csv
         self.reporter.start_run(run_dir.path.name, config.requests, done=len(rows))
         model = self.trained_model(np.array([], dtype=np.int64), "pretraining")
-        self.method.attach(model, self.dataset.num_classes)
+        self.method.attach(model, self.dataset.num_classes).to(self.eval_device)
         if rows:
             self.method.load_state_dict(unpack_state(run_dir.load_state(len(rows)), self.guards))
             self.reporter.message(f"resuming at request {len(rows) + 1}/{config.requests}")

@@ -30,7 +30,8 @@ function from the suite mapping to the ordered list of `RunConfig`s. Every cell 
 its `Runner` built) before anything runs, so bad input fails before anything is written. A cell
 that raises is recorded (`error.json` in its run directory and `OUT/suite.json`) and the suite goes
 on; the leaderboard shows it as failed. Running the same suite again resumes unfinished cells and
-leaves finished ones alone.
+leaves finished ones alone. `--shard i/n` runs only cells k with k mod n = i − 1 (for job arrays:
+the shards share the store and the runs folder safely); build the leaderboard once they are done.
 """
 
 from __future__ import annotations
@@ -197,19 +198,42 @@ def prepare_suite(suite: dict, reporter=None, out: Path | None = None, logger: s
     return runners
 
 
+def parse_shard(text: str) -> tuple[int, int]:
+    """`i/n` with 1 <= i <= n: this job's shard of a job array."""
+    index, _, count = text.partition("/")
+    if not (index.isdigit() and count.isdigit() and 1 <= int(index) <= int(count)):
+        raise SuiteError(f"--shard takes i/n with 1 <= i <= n (e.g. 2/8), got {text!r}")
+    return int(index), int(count)
+
+
+def select_shard(cells: list, shard: tuple[int, int] | None) -> list:
+    """Cells k (0-based, in grid order) with k mod n == i - 1: every cell in exactly one shard.
+
+    The grid order is a pure function of the suite file, so every job of an array computes the
+    same split without talking to the others; shards share the store (its file lock trains each
+    model once) and the runs directory (each run directory belongs to one cell).
+    """
+    if shard is None:
+        return cells
+    index, count = shard
+    return [cell for k, cell in enumerate(cells) if k % count == index - 1]
+
+
 def run_suite(
     suite: dict,
     reporter=None,
     out: Path | None = None,
     logger: str | None = None,
     leaderboard: bool = True,
+    shard: tuple[int, int] | None = None,
 ) -> SuiteResult:
     from unlearnbench.console import Reporter
     from unlearnbench.io import write_json_atomic, write_text_atomic
 
     reporter = reporter or Reporter(quiet=True)
-    runners = prepare_suite(suite, reporter, out=out, logger=logger)
-    out_dir = runners[0].config.out
+    all_runners = prepare_suite(suite, reporter, out=out, logger=logger)
+    out_dir = all_runners[0].config.out
+    runners = select_shard(all_runners, shard)
     results: list[CellResult] = []
     trained = 0
     for i, runner in enumerate(runners, start=1):
@@ -238,7 +262,7 @@ def run_suite(
         finally:
             trained += runner.store.trained
     write_json_atomic(
-        out_dir / "suite.json",
+        out_dir / ("suite.json" if shard is None else f"suite-shard-{shard[0]}-of-{shard[1]}.json"),
         {
             "cells": [
                 {
@@ -256,7 +280,8 @@ def run_suite(
         },
     )
     board = None
-    if leaderboard and suite.get("leaderboard", True) is not False:
+    # A shard's leaderboard would show the other shards' cells as unfinished: build it after the array.
+    if leaderboard and shard is None and suite.get("leaderboard", True) is not False:
         from unlearnbench.report.leaderboard import build_leaderboard
 
         target = suite.get("leaderboard")
@@ -266,7 +291,7 @@ def run_suite(
 
 
 def suite_command(argv: list[str]) -> int:
-    """`unlearnbench suite SUITE.yaml [--out DIR] [--logger csv|wandb|none] [--quiet true]`.
+    """`unlearnbench suite SUITE.yaml [--out DIR] [--logger csv|wandb|none] [--shard i/n] [--quiet true]`.
 
     Raises ConfigError for bad input (before anything is written); exit code 1 when a cell failed.
     """
@@ -283,13 +308,15 @@ def suite_command(argv: list[str]) -> int:
     )
     parser.add_argument("--logger", type=str | None, default=None, help="csv, wandb or none (overrides the suite's)")
     parser.add_argument("--quiet", type=bool, default=False)
+    parser.add_argument("--shard", type=str | None, default=None, help="i/n: run only shard i of n (job arrays)")
     try:
         args = parser.parse_args(argv)
     except ArgumentError as error:
         raise SuiteError(str(error)) from error
+    shard = parse_shard(args.shard) if args.shard else None
     suite = load_suite(args.suite)
     reporter = Reporter(quiet=args.quiet)
-    result = run_suite(suite, reporter, out=args.out, logger=args.logger)
+    result = run_suite(suite, reporter, out=args.out, logger=args.logger, shard=shard)
     done = sum(1 for cell in result.cells if cell.status != "failed")
     reporter.message(
         f"suite: {done}/{len(result.cells)} cells ran, {len(result.failed)} failed, {result.trained} models trained"

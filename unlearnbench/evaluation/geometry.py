@@ -52,6 +52,7 @@ import csv
 import io
 import json
 import math
+import mmap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -211,15 +212,29 @@ class UpdateStore:
 
     def layer_norms(self, t: int) -> dict[str, float]:
         """‖u_t‖ per parameter tensor (name -> L2 norm)."""
-        row = self.memmap()[t - 1]
-        return {
-            p["name"]: float(np.linalg.norm(row[p["offset"] : p["offset"] + p["size"]].astype(np.float64)))
-            for p in self.header["parameters"]
-        }
+        rows = self.memmap()
+        norms = {}
+        for p in self.header["parameters"]:
+            norms[p["name"]] = float(
+                np.linalg.norm(rows[t - 1, p["offset"] : p["offset"] + p["size"]].astype(np.float64))
+            )
+            release_pages(rows)
+        return norms
 
 
 # --------------------------------------------------------------------------------------------
 # Gram-based ER / CO
+
+
+def release_pages(rows: np.ndarray) -> None:
+    """Drop the resident pages of a memory-mapped update file after a chunk has been read.
+
+    Pages of a file mapping count toward the process's RSS until the kernel reclaims them; a pass
+    over a 2 GB `updates.f32` would otherwise hold it all. The file is unchanged: pages are reread
+    from disk when needed.
+    """
+    if isinstance(rows, np.memmap) and isinstance(getattr(rows, "_mmap", None), mmap.mmap):
+        rows._mmap.madvise(mmap.MADV_DONTNEED)
 
 
 def gram(rows: np.ndarray, chunk_bytes: int = CHUNK_BYTES) -> np.ndarray:
@@ -230,6 +245,7 @@ def gram(rows: np.ndarray, chunk_bytes: int = CHUNK_BYTES) -> np.ndarray:
     for start in range(0, d, chunk):
         block = np.asarray(rows[:, start : start + chunk], dtype=np.float64)
         G += block @ block.T
+        release_pages(rows)
     return G
 
 
@@ -275,6 +291,7 @@ def _top_entries(rows: np.ndarray, coefficients: np.ndarray, chunk_bytes: int = 
         candidates = q[idx, np.arange(k)]
         better = np.abs(candidates) > np.abs(best)
         best[better] = candidates[better]
+        release_pages(rows)
     return best
 
 
