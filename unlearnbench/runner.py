@@ -99,7 +99,8 @@ class Runner:
         self.eval_device = torch.device("cuda" if use_cuda else "cpu")
         self.train_labels = self.dataset.train.labels.cpu().numpy()
         self.test_labels = self.dataset.test.labels.cpu().numpy()
-        if self.eval_device.type == "cuda" and config.hardware.devices in (1, "1"):
+        self.single_process = str(config.hardware.devices) == "1" and config.hardware.num_nodes == 1
+        if self.eval_device.type == "cuda" and self.single_process:
             # In-memory datasets live on the training device: a batch is one gather, no host copy.
             self.dataset = self.dataset.to(self.eval_device)
             self.stream.dataset = self.dataset
@@ -116,6 +117,11 @@ class Runner:
         if self.config.hardware.strategy != "ddp":
             return self.config.hardware.strategy
         return DDPStrategy(start_method="spawn" if self.eval_device.type == "cuda" else "fork")
+
+    def fit_logger(self):
+        """The experiment logger for per-step losses; none under DDP, where worker processes would
+        each append to the run's log files (the per-request metrics are still logged)."""
+        return self.run_logger.lightning_logger if self.single_process else False
 
     def trainer(self, epochs: int, label: str, callbacks: tuple = (), logger=False) -> L.Trainer:
         hardware = self.config.hardware
@@ -189,9 +195,7 @@ class Runner:
         def fit(epochs: int) -> None:
             label = f"unlearning {request.t}/{self.stream.num_requests}"
             self.run_logger.begin_fit()
-            trainer = self.trainer(
-                epochs, label, callbacks=(monitor, *self.guards), logger=self.run_logger.lightning_logger
-            )
+            trainer = self.trainer(epochs, label, callbacks=(monitor, *self.guards), logger=self.fit_logger())
             trainer.fit(method, datamodule=self.stream)
 
         _synchronize()
