@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from unlearnbench.models.head import PooledLinearClassifier
 from unlearnbench.registry import ARCHS
 
 
@@ -37,7 +38,7 @@ class PreActBottleneck(nn.Module):
         return out + (x if self.shortcut is None else self.shortcut(x))
 
 
-class PreResNet(nn.Module):
+class PreResNet(PooledLinearClassifier):
     """Stem, three stages of pre-activation bottlenecks, BN-ReLU, global average pooling, linear head."""
 
     def __init__(self, num_classes: int, depth: int = 110, in_channels: int = 3):
@@ -63,19 +64,9 @@ class PreResNet(nn.Module):
             if isinstance(module, nn.Conv2d):
                 nn.init.kaiming_normal_(module.weight, mode="fan_out", nonlinearity="relu")
 
-    def get_classifier(self) -> nn.Linear:
-        return self.head
-
     def forward_features(self, x: Tensor) -> Tensor:
         x = self.layer3(self.layer2(self.layer1(self.conv1(x))))
         return F.relu(self.bn(x))
-
-    def forward_head(self, x: Tensor, pre_logits: bool = False) -> Tensor:
-        x = self.global_pool(x).flatten(1)
-        return x if pre_logits else self.head(x)
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self.forward_head(self.forward_features(x))
 
 
 @ARCHS.register("preresnet110")

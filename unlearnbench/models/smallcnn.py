@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
+from unlearnbench.models.head import PooledLinearClassifier
 from unlearnbench.registry import ARCHS
 
 
@@ -15,7 +16,7 @@ def _conv_block(in_channels: int, out_channels: int) -> nn.Sequential:
     )
 
 
-class SmallCNN(nn.Module):
+class SmallCNN(PooledLinearClassifier):
     """Three conv-BN-ReLU blocks, one max-pool, global average pooling, a linear head."""
 
     def __init__(self, num_classes: int, in_channels: int = 1, width: int = 32):
@@ -31,18 +32,8 @@ class SmallCNN(nn.Module):
         self.global_pool = nn.AdaptiveAvgPool2d(1)
         self.head = nn.Linear(self.num_features, num_classes)
 
-    def get_classifier(self) -> nn.Linear:
-        return self.head
-
     def forward_features(self, x: Tensor) -> Tensor:
         return self.features(x)
-
-    def forward_head(self, x: Tensor, pre_logits: bool = False) -> Tensor:
-        x = self.global_pool(x).flatten(1)
-        return x if pre_logits else self.head(x)
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self.forward_head(self.forward_features(x))
 
 
 @ARCHS.register("smallcnn")

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
+from unlearnbench.models.head import PooledLinearClassifier
 from unlearnbench.registry import ARCHS
 
 VGG16 = (64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M")
 
 
-class VGG(nn.Module):
+class VGG(PooledLinearClassifier):
     """Conv-BN-ReLU stacks and max-pools from `config`, global average pooling, a linear head."""
 
     def __init__(self, num_classes: int, in_channels: int = 3, input_size: int = 32, config=VGG16):
@@ -40,18 +41,8 @@ class VGG(nn.Module):
                 nn.init.kaiming_normal_(module.weight, mode="fan_out", nonlinearity="relu")
                 nn.init.zeros_(module.bias)
 
-    def get_classifier(self) -> nn.Linear:
-        return self.head
-
     def forward_features(self, x: Tensor) -> Tensor:
         return self.features(x)
-
-    def forward_head(self, x: Tensor, pre_logits: bool = False) -> Tensor:
-        x = self.global_pool(x).flatten(1)
-        return x if pre_logits else self.head(x)
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self.forward_head(self.forward_features(x))
 
 
 @ARCHS.register("vgg16_bn")
