@@ -154,17 +154,17 @@ def shard_for_rank(order: Tensor) -> Tensor:
     return padded[rank::world]
 
 
-class InMemoryLoader:
-    """Iterates `indices` of a split in batches; shuffled and augmented only when asked.
+class IndexedLoader:
+    """What every loader shares: which indices, in which seeded order, and this rank's share of them.
 
-    A plain iterable with `__len__`, accepted by Lightning's Trainer like a DataLoader. The
-    generator makes shuffling and augmentation reproducible from the request's seed.
+    Subclasses turn index chunks into `Batch`es (`batch(idx)`, `__iter__`). The generator makes
+    shuffling and augmentation reproducible from the request's seed.
     """
 
     def __init__(
         self,
-        dataset: ImageDataset,
-        split: ImageSplit,
+        dataset,
+        split,
         indices: Tensor,
         batch_size: int,
         *,
@@ -172,13 +172,14 @@ class InMemoryLoader:
         shuffle: bool = False,
         seed: int = 0,
     ):
+        device = split.labels.device
         self.dataset = dataset
         self.split = split
-        self.indices = indices.to(split.labels.device)
+        self.indices = torch.as_tensor(indices, dtype=torch.long, device=device)
         self.batch_size = batch_size
         self.augment = augment
         self.shuffle = shuffle
-        self.generator = torch.Generator(device=split.labels.device).manual_seed(seed)
+        self.generator = torch.Generator(device=device).manual_seed(seed)
 
     def __len__(self) -> int:
         return -(-shard_size(len(self.indices)) // self.batch_size)
@@ -188,6 +189,13 @@ class InMemoryLoader:
         if self.shuffle:
             order = order[torch.randperm(len(order), generator=self.generator, device=order.device)]
         return shard_for_rank(order)
+
+
+class InMemoryLoader(IndexedLoader):
+    """Iterates `indices` of an in-memory split in batches; shuffled and augmented only when asked.
+
+    A plain iterable with `__len__`, accepted by Lightning's Trainer like a DataLoader.
+    """
 
     def batch(self, idx: Tensor) -> Batch:
         images = self.split.images[idx]

@@ -27,7 +27,7 @@ from torchvision.datasets.folder import IMG_EXTENSIONS, find_classes, make_datas
 from torchvision.io import ImageReadMode, decode_image
 from torchvision.transforms import v2
 
-from unlearnbench.data.base import Batch, DatasetError, data_root, shard_for_rank, shard_size
+from unlearnbench.data.base import Batch, DatasetError, IndexedLoader, data_root
 from unlearnbench.registry import DATASETS
 
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -132,9 +132,9 @@ class FolderDataset:
         return FolderLoader(self, split, indices, batch_size, augment=augment, shuffle=shuffle, seed=seed)
 
 
-class FolderLoader:
-    """`InMemoryLoader`'s interface over a `FolderDataset`: `indices`, `batch_size`, `generator`,
-    `split`, `order()`, `batch(idx)`, `len()` and iteration (through a DataLoader with workers)."""
+class FolderLoader(IndexedLoader):
+    """`InMemoryLoader`'s interface over a `FolderDataset`: the same indices, order and batches,
+    decoded by DataLoader workers."""
 
     def __init__(
         self,
@@ -147,25 +147,9 @@ class FolderLoader:
         shuffle: bool = False,
         seed: int = 0,
     ):
-        self.dataset = dataset
-        self.split = split
-        self.indices = torch.as_tensor(indices, dtype=torch.long).cpu()
-        self.batch_size = batch_size
-        self.augment = augment
-        self.shuffle = shuffle
-        self.generator = torch.Generator().manual_seed(seed)
+        super().__init__(dataset, split, indices, batch_size, augment=augment, shuffle=shuffle, seed=seed)
         transform = dataset.train_transform if augment else dataset.eval_transform
         self.source = _DecodedSplit(split, transform)
-
-    def __len__(self) -> int:
-        return -(-shard_size(len(self.indices)) // self.batch_size)
-
-    def order(self) -> Tensor:
-        """The (shuffled) indices, and under DDP this rank's share of them, as for in-memory data."""
-        order = self.indices
-        if self.shuffle:
-            order = order[torch.randperm(len(order), generator=self.generator)]
-        return shard_for_rank(order)
 
     def batch(self, idx: Tensor) -> Batch:
         """One batch decoded in this process (for callers that choose the indices of each batch)."""
