@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 
-import torch
 from lightning.pytorch.callbacks import Callback
 
 
@@ -24,7 +23,3 @@ class DivergenceMonitor(Callback):
         if loss is not None and not math.isfinite(float(loss)):
             self.diverged = True
             trainer.should_stop = True
-
-
-def weights_finite(vector: torch.Tensor) -> bool:
-    return bool(torch.isfinite(vector).all())

@@ -24,7 +24,7 @@ from torch import nn
 from unlearnbench.config import ConfigError, RunConfig
 from unlearnbench.console import Reporter
 from unlearnbench.data.base import DatasetError
-from unlearnbench.divergence import DivergenceMonitor, weights_finite
+from unlearnbench.divergence import DivergenceMonitor
 from unlearnbench.evaluation.evaluator import EvalLogits, compute_logits
 from unlearnbench.evaluation.geometry import GeometryRecorder, parameter_update, snapshot
 from unlearnbench.evaluation.oracle_mia import request_attack, request_phi
@@ -181,8 +181,7 @@ class Runner:
         """Prepare and unlearn request t; returns the timings and update norm."""
         method = self.method
         L.seed_everything(derived_seed(self.config.seed, request.t), verbose=False)
-        before = trainable_vector(method.model)
-        geometry_before = snapshot(method)  # u_t for the update store (evaluation/geometry.py)
+        before = snapshot(method)  # θ_{t−1}, for u_t = θ_t − θ_{t−1}
         start = time.perf_counter()
         for guard in self.guards:
             guard.before_request(method)
@@ -205,10 +204,10 @@ class Runner:
         rte_s = time.perf_counter() - start
         for guard in self.guards:
             guard.after_request(method)
-        after = trainable_vector(method.model)
-        diverged = monitor.diverged or not weights_finite(after)
-        update_norm = float(torch.linalg.vector_norm(after - before))
-        self.last_update = parameter_update(geometry_before, method)  # (layout, u_t), read by run()
+        self.last_update = parameter_update(before, method)  # (layout, u_t), stored by run()
+        update = self.last_update[1]
+        diverged = monitor.diverged or not bool(np.isfinite(update).all())
+        update_norm = float(np.linalg.norm(update.astype(np.float64)))
         return {"rte_s": rte_s, "prepare_s": prepare_s, "update_norm": update_norm, "diverged": diverged}
 
     def run(self) -> RunResult:

@@ -64,6 +64,13 @@ class Augmentation:
         return images
 
 
+def normalize(images: Tensor, mean: tuple[float, ...], std: tuple[float, ...]) -> Tensor:
+    """uint8 images to floats in [0, 1], then per-channel standardization."""
+    mean_t = torch.tensor(mean, device=images.device).view(1, -1, 1, 1)
+    std_t = torch.tensor(std, device=images.device).view(1, -1, 1, 1)
+    return (images.float() / 255.0 - mean_t) / std_t
+
+
 @dataclass(frozen=True)
 class ImageSplit:
     """One split of an in-memory dataset: uint8 images (N, C, H, W) and int64 labels (N,)."""
@@ -106,9 +113,7 @@ class ImageDataset:
         )
 
     def normalize(self, images: Tensor) -> Tensor:
-        mean = torch.tensor(self.mean, device=images.device).view(1, -1, 1, 1)
-        std = torch.tensor(self.std, device=images.device).view(1, -1, 1, 1)
-        return (images.float() / 255.0 - mean) / std
+        return normalize(images, self.mean, self.std)
 
     def loader(
         self,

@@ -27,7 +27,7 @@ from torchvision.datasets.folder import IMG_EXTENSIONS, find_classes, make_datas
 from torchvision.io import ImageReadMode, decode_image
 from torchvision.transforms import v2
 
-from unlearnbench.data.base import Batch, DatasetError, IndexedLoader, data_root
+from unlearnbench.data.base import Batch, DatasetError, IndexedLoader, data_root, normalize
 from unlearnbench.registry import DATASETS
 
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -114,9 +114,7 @@ class FolderDataset:
         return self
 
     def normalize(self, images: Tensor) -> Tensor:
-        mean = torch.tensor(self.mean, device=images.device).view(1, -1, 1, 1)
-        std = torch.tensor(self.std, device=images.device).view(1, -1, 1, 1)
-        return (images.float() / 255.0 - mean) / std
+        return normalize(images, self.mean, self.std)
 
     def loader(
         self,
