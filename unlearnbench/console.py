@@ -111,6 +111,8 @@ class Reporter:
     def request(self, row: dict, num_requests: int) -> None:
         if getattr(self, "requests_task", None) is not None:
             self.progress.update(self.requests_task, completed=row["t"])
+        if self.quiet:  # rich would still lay the table out before discarding it
+            return
         oracle = row.get("oracle") or {}
         table = Table(title=f"request {row['t']}/{num_requests}", title_justify="left")
         for column in ("metric", "dir", "method", "oracle"):

@@ -65,9 +65,7 @@ class SupervisedClassifier(L.LightningModule):
         return self.model(x)
 
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
-        loss = F.cross_entropy(self(batch.x), batch.y)
-        self.log("train/loss", loss, prog_bar=True, batch_size=len(batch.y))
-        return loss
+        return F.cross_entropy(self(batch.x), batch.y)
 
     def configure_optimizers(self):
         optimizer = torch.optim.SGD(

@@ -53,7 +53,8 @@ from pathlib import Path
 
 import numpy as np
 from scipy.special import logsumexp
-from sklearn.metrics import roc_auc_score, roc_curve
+from sklearn.metrics import auc as area_under_curve
+from sklearn.metrics import roc_curve
 
 ATTACK_KEYS = ("lira_auc", "lira_tpr_at_1fpr")
 PHI_KEYS = ("phi_auc", "phi_retain_auc")
@@ -95,8 +96,8 @@ def auc_and_tpr(positive: np.ndarray, negative: np.ndarray, fpr: float = 0.01) -
         return None, None
     labels = np.concatenate([np.ones(len(positive)), np.zeros(len(negative))])
     scores = np.concatenate([positive, negative])
-    auc = float(roc_auc_score(labels, scores))
-    false_positive, true_positive, _ = roc_curve(labels, scores)
+    false_positive, true_positive, _ = roc_curve(labels, scores)  # one curve gives both numbers
+    auc = float(area_under_curve(false_positive, true_positive))
     return auc, float(true_positive[false_positive <= fpr + 1e-12].max())
 
 

@@ -69,9 +69,7 @@ class UnlearningMethod(L.LightningModule):
         self.train()
 
     def training_step(self, batch: dict[str, Batch], batch_idx: int) -> Tensor:
-        loss = self.loss(batch)
-        self.log("train/loss", loss, prog_bar=True, batch_size=_batch_size(batch))
-        return loss
+        return self.loss(batch)  # logged by the runner's `StepLossLogger`, not `self.log` (see there)
 
     def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
         self.after_step()
@@ -83,10 +81,6 @@ class UnlearningMethod(L.LightningModule):
             momentum=self.hparams.momentum,
             weight_decay=self.hparams.weight_decay,
         )
-
-
-def _batch_size(batch: dict[str, Batch]) -> int:
-    return sum(len(part.y) for part in batch.values())
 
 
 def random_labels(labels: Tensor, num_classes: int, exclude_true: bool) -> Tensor:

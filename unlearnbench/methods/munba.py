@@ -94,5 +94,4 @@ class MUNBa(UnlearningMethod):
             loss = loss_r
             self.manual_backward(loss)
         optimizer.step()
-        self.log("train/loss", loss, prog_bar=True, batch_size=len(retain.y) + len(forget.y))
         return loss

@@ -61,7 +61,6 @@ class SCRUB(UnlearningMethod):
             logits, self.teacher(retain.x), h.temperature
         )
         self._step(loss)
-        self.log("train/loss", loss, prog_bar=True, batch_size=len(retain.y))
         return loss
 
     def _step(self, loss: Tensor) -> None:
