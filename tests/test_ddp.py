@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import os
+import socket
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 
-from tests.conftest import tiny_config
+from tests.conftest import FAST_RECIPE, tiny_config
 from unlearnbench.config import Hardware
 from unlearnbench.data import base as data_base
 from unlearnbench.rundir import RunDirectory
@@ -39,3 +47,71 @@ def test_ddp_run_metrics_equal_a_single_process_evaluation(tmp_path, shared_stor
     rescored = single.score(single.logits(single.method), single.stream.select(2))
     for key in ("forget_acc", "retain_acc", "test_acc", "forget_test_acc", "mia_member_rate", "history"):
         assert rescored[key] == result.rows[-1]["method"][key], key
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _run_on_two_nodes(method: str, out: Path, store: Path) -> list[str]:
+    """The same command as node 0 and node 1 (gloo on localhost); returns each node's output."""
+    argv = [
+        sys.executable, "-m", "unlearnbench.cli", "run", "--method", method, "--requests", "2", "--size", "1",
+        f"--{method}.epochs", "2", "--recipe", json.dumps(FAST_RECIPE), "--out", str(out), "--store", str(store),
+        "--accelerator", "cpu", "--devices", "1", "--strategy", "ddp", "--num_nodes", "2", "--logger", "none",
+    ]  # fmt: skip
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()), "OMP_NUM_THREADS": "1"}
+    nodes = [
+        subprocess.Popen(argv, env={**env, "NODE_RANK": str(rank)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        for rank in (0, 1)
+    ]
+    outputs = [node.communicate(timeout=900)[0].decode() for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], outputs
+    assert "node 1: followed node 0" in outputs[1]
+    return outputs
+
+
+@pytest.mark.slow
+def test_two_nodes_train_together_and_equal_one_node_with_two_devices(tmp_path):
+    """Two runner processes as nodes 0 and 1 (gloo on localhost): one DDP fit of world size 2 each time.
+
+    Node 0 trains the pretrained model and the oracles with node 1 (a fresh store, so every model
+    is trained), evaluates and writes; node 1 writes nothing. The numbers equal a one-node run on
+    two devices, which has the same world size, shards and all-reduces.
+    """
+    _run_on_two_nodes("rl", tmp_path / "runs", tmp_path / "store")
+    (run_dir,) = [path for path in (tmp_path / "runs").iterdir() if path.is_dir()]
+    two_nodes = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert len(list((tmp_path / "store").glob("*.pt"))) == 3  # pretrained + 2 oracles, each trained once
+
+    hardware = Hardware(accelerator="cpu", devices=2, strategy="ddp")
+    config = tiny_config(tmp_path / "one-node", tmp_path / "store-one-node", "rl", requests=2, hardware=hardware)
+    one_node = Runner(replace(config, logger="none")).run().rows
+    for ours, reference in zip(two_nodes, one_node, strict=True):
+        for side in ("method", "oracle"):
+            for key in ("forget_acc", "retain_acc", "test_acc", "forget_test_acc", "history"):
+                assert ours[side][key] == reference[side][key], (side, key)
+
+    # Every model is in the store now: node 0 announces "load", both read the file, nothing is trained.
+    _run_on_two_nodes("finetune", tmp_path / "runs", tmp_path / "store")
+    assert len(list((tmp_path / "store").glob("*.pt"))) == 3
+    (finetune_dir,) = [path for path in (tmp_path / "runs").iterdir() if path.is_dir() and path != run_dir]
+    assert json.loads((finetune_dir / "summary.json").read_text())["status"] == "complete"
+    # The same command again: the run is complete, node 0 says so and node 1 has nothing to follow.
+    outputs = _run_on_two_nodes("finetune", tmp_path / "runs", tmp_path / "store")
+    assert "already finished" in outputs[0]
+
+
+def test_several_nodes_need_the_rendezvous_environment(tmp_path, monkeypatch, capsys):
+    from unlearnbench.cli import main
+
+    for name in ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", "--method", "rl", "--num_nodes", "2", "--strategy", "ddp", "--out", str(tmp_path / "out")])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err.strip()
+    assert "MASTER_ADDR, MASTER_PORT, NODE_RANK" in error and len(error.splitlines()) == 1
+    assert not (tmp_path / "out").exists()

@@ -192,6 +192,9 @@ def cmd_run(argv: list[str]) -> int:
     except OSError as error:
         print(f"unlearnbench: error: cannot write results under {runner.run_dir.path}: {error}", file=sys.stderr)
         return EXIT_IO
+    if not runner.nodes.leader:
+        reporter.message(f"node {runner.nodes.rank}: followed node 0; its results are in {result.run_dir}")
+        return 0
     if result.already_complete:
         reporter.message(f"already finished: {result.run_dir} (nothing to do)")
     if result.summary["requests_done"]:

@@ -18,6 +18,7 @@ from pathlib import Path
 import lightning as L
 import numpy as np
 import torch
+from lightning.fabric.plugins.environments import LightningEnvironment
 from lightning.pytorch.strategies import DDPStrategy, Strategy
 from threadpoolctl import threadpool_limits
 from torch import nn
@@ -33,6 +34,7 @@ from unlearnbench.evaluation.scoring import avg_gap, request_scores, stream_summ
 from unlearnbench.guards import build_guards, pack_state, unpack_state
 from unlearnbench.loggers import RunLogger, open_run_logger
 from unlearnbench.methods.base import UnlearningMethod
+from unlearnbench.nodes import NodeGroup
 from unlearnbench.registry import DATASETS, METHODS
 from unlearnbench.rundir import RunDirectory, RunDirectoryMismatchError
 from unlearnbench.step_loss import StepLossLogger
@@ -102,6 +104,7 @@ class Runner:
         self.train_labels = self.dataset.train.labels.cpu().numpy()
         self.test_labels = self.dataset.test.labels.cpu().numpy()
         self.single_process = str(config.hardware.devices) == "1" and config.hardware.num_nodes == 1
+        self.nodes = NodeGroup.from_environment(config.hardware.num_nodes)
         if self.eval_device.type == "cuda" and self.single_process:
             # In-memory datasets live on the training device: a batch is one gather, no host copy.
             self.dataset = self.dataset.to(self.eval_device)
@@ -114,11 +117,17 @@ class Runner:
 
         Lightning's default `ddp` launcher re-executes the whole command in every worker, which would
         repeat pretraining, oracles and file writes per rank; with a process launcher the runner stays
-        one process (store, evaluation, run directory) and only the fit is distributed.
+        one process per node (store, evaluation, run directory) and only the fit is distributed.
+        `auto` on several devices or nodes means the same. The cluster environment is always read
+        from MASTER_ADDR/MASTER_PORT/NODE_RANK (`unlearnbench.nodes`): detecting SLURM would make
+        Lightning expect one srun task per device instead of one runner per node.
         """
-        if self.config.hardware.strategy != "ddp":
+        if self.single_process or self.config.hardware.strategy not in ("auto", "ddp"):
             return self.config.hardware.strategy
-        return DDPStrategy(start_method="spawn" if self.eval_device.type == "cuda" else "fork")
+        return DDPStrategy(
+            start_method="spawn" if self.eval_device.type == "cuda" else "fork",
+            cluster_environment=LightningEnvironment(),
+        )
 
     def fit_logger(self):
         """The experiment logger for per-step losses; none under DDP, where worker processes would
@@ -162,7 +171,7 @@ class Runner:
             ).state_dict()
 
         model = build_model(self.config.arch, self.dataset)
-        model.load_state_dict(self.store.get_or_train(spec, train))
+        model.load_state_dict(self.nodes.get_or_train(self.store, spec, train, self.run_dir.path.name))
         return model.eval()
 
     def logits(self, model: nn.Module) -> EvalLogits:
@@ -221,14 +230,19 @@ class Runner:
         one thread and torch keeps every core.
         """
         with threadpool_limits(limits=1, user_api="blas"):
-            return self._run()
+            return self._run() if self.nodes.leader else self._follow()
+
+    def _announce(self, name: str, value: object) -> None:
+        self.nodes.announce(f"{self.run_dir.path.name}/{name}", str(value))
 
     def _run(self) -> RunResult:
         config, run_dir = self.config, self.run_dir
         run_dir.initialize(self.identity, self.stream.manifest(), self.train_labels, self.test_labels)
         rows = run_dir.rows()
         if len(rows) == config.requests or _diverged(rows):
+            self._announce("start", config.requests + 1)
             return self._finish(rows, already_complete=True)
+        self._announce("start", len(rows) + 1)
         self.run_logger = open_run_logger(config.logger, run_dir.path, self.identity, run_dir.path.name, len(rows) + 1)
         self.geometry = GeometryRecorder(run_dir.path, config.requests)  # updates.f32 + geometry.csv
         self.reporter.start_run(run_dir.path.name, config.requests, done=len(rows))
@@ -240,6 +254,7 @@ class Runner:
         for t in range(len(rows) + 1, config.requests + 1):
             request = self.stream.select(t)
             timings = self.serve(request)
+            self._announce(f"request-{t}", "diverged" if timings["diverged"] else "ok")
             if timings.pop("diverged"):
                 row = {"t": t, "status": "diverged", "forget_classes": request.forget_classes, "method": timings}
                 run_dir.append_row(row | {"oracle": None})
@@ -267,6 +282,26 @@ class Runner:
             rows.append(row)
             self.reporter.request(row, config.requests)
         return self._finish(rows, already_complete=False)
+
+    def _follow(self) -> RunResult:
+        """A follower node: the leader's fits, in the leader's order, with no evaluation and no writes."""
+        config = self.config
+        start = int(self.nodes.wait(f"{self.run_dir.path.name}/start"))
+        resumed = self.run_dir.load_state(start - 1) if 1 < start <= config.requests else None  # before t moves on
+        if start <= config.requests:
+            model = self.trained_model(np.array([], dtype=np.int64), "pretraining")
+            self.method.attach(model, self.dataset.num_classes).to(self.eval_device)
+            if resumed is not None:
+                self.method.load_state_dict(unpack_state(resumed, self.guards))
+        for t in range(start, config.requests + 1):
+            request = self.stream.select(t)
+            self.serve(request)
+            if self.nodes.wait(f"{self.run_dir.path.name}/request-{t}") == "diverged":
+                break
+            if config.oracle == "retrain":
+                self.trained_model(request.forgotten, f"oracle {t}/{config.requests} (retraining)")
+        summary = {"requests_done": 0, "status": f"followed node 0 as node {self.nodes.rank}"}
+        return RunResult(self.run_dir.path, [], summary, already_complete=start > config.requests)
 
     def _finish(self, rows: list[dict], already_complete: bool) -> RunResult:
         """The summary over the finished requests; a diverged run says where it stopped."""

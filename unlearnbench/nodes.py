@@ -1,0 +1,124 @@
+"""A run on several machines (nodes): node 0 leads, every other node follows it fit for fit.
+
+Lightning spreads a fit over `num_nodes × devices` processes when every node calls `Trainer.fit`
+at the same time. The runner is one process per node that starts its fit's workers itself (see
+`Runner.strategy`), so a run on several nodes is the same command started on every node. Node 0,
+the leader, does everything a one-node run does: the model store, the run directory, evaluation.
+A follower makes the same fits in the same order (pretraining and oracles it must train,
+`prepare` and the unlearning fit of every request) and writes nothing; after each fit its weights
+equal the leader's, because DDP keeps every rank's weights equal.
+
+Two things a follower cannot decide alone, because other processes may change the files at any
+moment: where the run resumes, and whether a model must be trained or is already in the store.
+The leader announces each on a key-value store (`torch.distributed.TCPStore`, served by the
+leader at MASTER_ADDR:MASTER_PORT+1; the fits use MASTER_PORT itself) and the follower waits
+for it, then trains with the leader or reads the same file. The model store and the run
+directory must therefore be on a filesystem every node sees, as for sharded suites.
+
+Every node needs MASTER_ADDR (node 0's address), MASTER_PORT (a free port there) and NODE_RANK
+(0 … num_nodes − 1); a SLURM script sets them from `scontrol show hostnames` and SLURM_NODEID.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+from unlearnbench.config import ConfigError
+from unlearnbench.store import ModelSpec, ModelStore
+
+#: How long a follower waits for the leader between two fits: the leader may be waiting for the
+#: store's file lock while another process (a suite shard) trains the model it needs.
+FOLLOWER_TIMEOUT = timedelta(hours=24)
+ENVIRONMENT = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK")
+TRAIN, LOAD = "train", "load"
+
+_channels: dict[tuple[str, int], dist.TCPStore] = {}
+
+
+@dataclass
+class NodeGroup:
+    """This process's place among the nodes of a run; one node (the default) needs no channel."""
+
+    rank: int = 0
+    size: int = 1
+    address: str = ""
+    port: int = 0
+    decisions: int = field(default=0, repr=False)
+
+    @classmethod
+    def from_environment(cls, num_nodes: int) -> NodeGroup:
+        """Read NODE_RANK, MASTER_ADDR and MASTER_PORT; raises ConfigError naming what is missing."""
+        if num_nodes == 1:
+            return cls()
+        missing = [name for name in ENVIRONMENT if not os.environ.get(name)]
+        if missing:
+            raise ConfigError(
+                f"--num_nodes {num_nodes} needs {', '.join(missing)} set on every node "
+                "(MASTER_ADDR/MASTER_PORT: node 0's address and a free port; NODE_RANK: 0..num_nodes-1)"
+            )
+        rank, port = os.environ["NODE_RANK"], os.environ["MASTER_PORT"]
+        if not (rank.isdigit() and int(rank) < num_nodes):
+            raise ConfigError(f"NODE_RANK must be an integer in 0..{num_nodes - 1}, got {rank!r}")
+        if not (port.isdigit() and 0 < int(port) < 65535):
+            raise ConfigError(f"MASTER_PORT must be a port number below 65535, got {port!r}")
+        return cls(int(rank), num_nodes, os.environ["MASTER_ADDR"], int(port))
+
+    @property
+    def leader(self) -> bool:
+        return self.rank == 0
+
+    def _channel(self) -> dist.TCPStore:
+        """One TCPStore per process, opened on first use (so building a Runner opens no socket)."""
+        where = (self.address, self.port + 1)
+        if where not in _channels:
+            _channels[where] = dist.TCPStore(
+                self.address,
+                self.port + 1,
+                is_master=self.leader,
+                timeout=FOLLOWER_TIMEOUT,
+                wait_for_workers=False,
+            )
+        return _channels[where]
+
+    def announce(self, key: str, value: str) -> None:
+        """Leader: publish `value` under `key` (each key once per run)."""
+        if self.size > 1:
+            self._channel().set(key, value)
+
+    def wait(self, key: str) -> str:
+        """Follower: the value the leader announced under `key`, waiting for it if need be."""
+        return self._channel().get(key).decode()
+
+    def get_or_train(
+        self, store: ModelStore, spec: ModelSpec, train: Callable[[], dict[str, torch.Tensor]], key: str
+    ) -> dict[str, torch.Tensor]:
+        """`store.get_or_train` in step on every node: the leader decides under the store's lock."""
+        if self.size == 1:
+            return store.get_or_train(spec, train)
+        key = f"{key}/model-{self.decisions}"
+        self.decisions += 1
+        if not self.leader:
+            if self.wait(key) == TRAIN:
+                return train()  # the same DDP fit as the leader's, so the same weights
+            state = store.load(spec)
+            if state is None:
+                raise ConfigError(f"node {self.rank} cannot read the model store at {store.root}: share it with node 0")
+            return state
+        trained = False
+
+        def train_together() -> dict[str, torch.Tensor]:
+            nonlocal trained
+            trained = True
+            self.announce(key, TRAIN)
+            return train()
+
+        state = store.get_or_train(spec, train_together)
+        if not trained:
+            self.announce(key, LOAD)
+        return state
