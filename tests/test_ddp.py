@@ -115,3 +115,28 @@ def test_several_nodes_need_the_rendezvous_environment(tmp_path, monkeypatch, ca
     error = capsys.readouterr().err.strip()
     assert "MASTER_ADDR, MASTER_PORT, NODE_RANK" in error and len(error.splitlines()) == 1
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_a_suite_on_two_nodes_is_written_by_node_0_only(tmp_path):
+    suite = {
+        "out": str(tmp_path / "runs"),
+        "store": str(tmp_path / "store"),
+        "common": {"requests": 1, "recipe": FAST_RECIPE, "logger": "none", "accelerator": "cpu"}
+        | {"devices": 1, "strategy": "ddp", "num_nodes": 2},
+        "methods": [{"finetune": {"epochs": 1}}, {"rl": {"epochs": 1}}],
+        "streams": [{"stream": "classwise", "size": 1}],
+    }
+    (tmp_path / "suite.yaml").write_text(json.dumps(suite))  # JSON is YAML
+    argv = [sys.executable, "-m", "unlearnbench.cli", "suite", str(tmp_path / "suite.yaml")]
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()), "OMP_NUM_THREADS": "1"}
+    nodes = [
+        subprocess.Popen(argv, env={**env, "NODE_RANK": str(rank)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        for rank in (0, 1)
+    ]
+    outputs = [node.communicate(timeout=900)[0].decode() for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], outputs
+    record = json.loads((tmp_path / "runs" / "suite.json").read_text())
+    assert [cell["status"] for cell in record["cells"]] == ["complete", "complete"]
+    assert record["trained"] == 2  # pretrained + one oracle, trained by both nodes together, stored once
+    assert "leaderboard:" in outputs[0] and "leaderboard:" not in outputs[1]

@@ -43,6 +43,65 @@ def test_expand_suite_is_an_ordered_grid(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
+def test_settings_lead_the_grid_and_override_common(tmp_path):
+    suite = tiny_suite(
+        tmp_path,
+        common={"requests": 2, "recipe": {"epochs": 2, "lr": 0.1}, "logger": "none", "accelerator": "cpu"},
+        settings=[
+            {"dataset": "digits"},
+            {"dataset": "synthetic_cifar_mini", "requests": 3, "recipe": {"epochs": 1}, "devices": 2},
+        ],
+        streams=["classwise", {"stream": "random", "size": 0.05, "requests": 4}],
+        seeds=[0, 1],
+    )
+    configs = expand_suite(suite)
+    assert [(c.dataset, c.stream, c.seed, c.method) for c in configs] == [
+        (dataset, stream, seed, method)
+        for dataset in ("digits", "synthetic_cifar_mini")
+        for stream in ("classwise", "random")
+        for seed in (0, 1)
+        for method in ("finetune", "ga")
+    ]
+    digits, mini = configs[0], configs[8]
+    assert (digits.requests, digits.recipe, digits.hardware.devices) == (2, {"epochs": 2, "lr": 0.1}, 1)
+    assert (mini.requests, mini.recipe, mini.hardware.devices) == (3, {"epochs": 1, "lr": 0.1}, 2)
+    assert mini.hardware.accelerator == "cpu" and mini.logger == "none"
+    assert configs[12].requests == 4  # a stream's own requests override the setting's
+    assert not (tmp_path / "runs").exists()
+
+
+def test_check_suite_names_the_run_directories_the_runners_use(tmp_path):
+    from unlearnbench.suite import prepare_suite
+    from unlearnbench.suite_check import check_suite
+
+    suite = tiny_suite(tmp_path, settings=[{"requests": 2}, {"requests": 3}])
+    cells, runners = check_suite(suite), prepare_suite(suite)
+    assert len({cell.run_dir for cell in cells}) == 4
+    assert [cell.run_dir for cell in cells] == [runner.run_dir.path for runner in runners]
+    assert [cell.identity for cell in cells] == [runner.identity for runner in runners]
+    assert not (tmp_path / "runs").exists()
+
+
+def test_the_cells_of_a_suite_share_each_loaded_dataset(tmp_path, monkeypatch):
+    from unlearnbench.registry import DATASETS
+    from unlearnbench.suite import prepare_suite
+
+    loads: list[str] = []
+    real_get = DATASETS.get
+
+    def counting_get(name: str):
+        factory = real_get(name)
+        return lambda **kwargs: (loads.append(name), factory(**kwargs))[1]
+
+    monkeypatch.setattr(DATASETS, "get", counting_get)
+    mini = {"dataset": "synthetic_cifar_mini", "recipe": {"momentum": 0.9, "weight_decay": 5e-4}}  # no recipe file
+    suite = tiny_suite(tmp_path, settings=[{"dataset": "digits"}, mini], seeds=[0, 1])
+    runners = prepare_suite(suite)
+    assert loads == ["digits", "synthetic_cifar_mini"]  # 8 cells, one load per dataset
+    assert len({id(runner.dataset) for runner in runners}) == 2
+    assert {id(runner.dataset) for runner in runners[:4]} == {id(runners[0].dataset)}
+
+
 def test_suite_shares_the_store_records_failures_and_resumes(tmp_path, monkeypatch):
     suite = tiny_suite(tmp_path)
     original = Runner.serve
@@ -82,7 +141,20 @@ BAD_SUITES = [
     ({"methods": ["finetune", "nope"]}, "unknown method 'nope'"),
     ({"methods": ["finetune", {"ga": {"epochz": 1}}]}, "has no argument(s) epochz"),
     ({"streams": [{"stream": "classwise", "size": 1}, {"stream": "classwise", "requests": 20}]}, "requests x size"),
-    ({"common": {"requests": 2, "colour": "red"}}, "unknown `common` key(s) colour"),
+    ({"common": {"requests": 2, "colour": "red"}}, "unknown key(s) colour in `common`; valid: accelerator, arch"),
+    ({"settings": [{}, {"arch": "smallcnn", "colour": "red"}]}, "unknown key(s) colour in `settings` entry 2; valid:"),
+    ({"settings": {"dataset": "digits"}}, "`settings` must be a non-empty list"),
+    ({"settings": [{"recipe": 3}]}, "`recipe` in `settings` entry 1 must be a mapping"),
+    (
+        {"settings": [{}, {"accelerator": "cpu", "devices": 1}]},
+        "cell 3/4 (digits/smallcnn, finetune, classwise, seed 0) is the same run as cell 1",
+    ),
+    ({"settings": [{"data_dir": "a"}, {"data_dir": "b", "requests": 3}]}, "dataset 'digits' is read from 2 folders"),
+    ({"methods": [{"ga": {"lr": "1e-4"}}]}, "argument lr must be a number, got '1e-4' (YAML reads 1e-4 as text"),
+    (
+        {"common": {"dataset": "synthetic_cifar_mini", "recipe": {"epochs": 2}}},
+        "no recipe configs/recipes/synthetic_cifar_mini-smallcnn.yaml",
+    ),
     ({"seeds": "0"}, "`seeds` must be a non-empty list"),
     ({"methods": ["finetune", "finetune"]}, "same run as cell 1"),
     ({"extra": 1}, "unknown suite key(s) extra"),

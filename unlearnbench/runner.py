@@ -26,6 +26,7 @@ from torch import nn
 from unlearnbench.config import ConfigError, RunConfig
 from unlearnbench.console import Reporter
 from unlearnbench.data.base import DatasetError
+from unlearnbench.data.cache import DatasetCache
 from unlearnbench.divergence import DivergenceMonitor
 from unlearnbench.evaluation.evaluator import EvalLogits, compute_logits
 from unlearnbench.evaluation.geometry import GeometryRecorder, parameter_update, snapshot
@@ -35,7 +36,7 @@ from unlearnbench.guards import build_guards, pack_state, unpack_state
 from unlearnbench.loggers import RunLogger, open_run_logger
 from unlearnbench.methods.base import UnlearningMethod
 from unlearnbench.nodes import NodeGroup
-from unlearnbench.registry import DATASETS, METHODS
+from unlearnbench.registry import METHODS
 from unlearnbench.rundir import RunDirectory, RunDirectoryMismatchError
 from unlearnbench.step_loss import StepLossLogger
 from unlearnbench.store import ModelSpec, ModelStore
@@ -71,12 +72,19 @@ class RunResult:
 class Runner:
     """Builds everything for a run without writing anything (so bad input fails clean), then runs it."""
 
-    def __init__(self, config: RunConfig, reporter: Reporter | None = None):
+    def __init__(self, config: RunConfig, reporter: Reporter | None = None, datasets: DatasetCache | None = None):
+        """`datasets`: a cache shared by the Runners of a suite, so each dataset is loaded once."""
         config.validate()
         self.config = config
         self.reporter = reporter or Reporter(quiet=True)
+        use_cuda = config.hardware.accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()
+        self.eval_device = torch.device("cuda" if use_cuda else "cpu")
+        self.single_process = str(config.hardware.devices) == "1" and config.hardware.num_nodes == 1
+        self.nodes = NodeGroup.from_environment(config.hardware.num_nodes)
+        # In-memory datasets live on the training device: a batch is one gather, no host copy.
+        device = self.eval_device if self.eval_device.type == "cuda" and self.single_process else None
         try:
-            self.dataset = DATASETS.get(config.dataset)(data_dir=config.data_dir, download=config.download)
+            self.dataset = (datasets or DatasetCache()).load(config.dataset, config.data_dir, config.download, device)
         except DatasetError as error:
             raise ConfigError(str(error)) from error
         try:
@@ -99,16 +107,8 @@ class Runner:
         except RunDirectoryMismatchError as error:
             raise ConfigError(str(error)) from error
         self.store = ModelStore(config.store_dir)
-        use_cuda = config.hardware.accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()
-        self.eval_device = torch.device("cuda" if use_cuda else "cpu")
         self.train_labels = self.dataset.train.labels.cpu().numpy()
         self.test_labels = self.dataset.test.labels.cpu().numpy()
-        self.single_process = str(config.hardware.devices) == "1" and config.hardware.num_nodes == 1
-        self.nodes = NodeGroup.from_environment(config.hardware.num_nodes)
-        if self.eval_device.type == "cuda" and self.single_process:
-            # In-memory datasets live on the training device: a batch is one gather, no host copy.
-            self.dataset = self.dataset.to(self.eval_device)
-            self.stream.dataset = self.dataset
         # The experiment logger of this session (`config.logger`), opened by run(); none until then.
         self.run_logger = RunLogger(self.run_dir.path, self.identity, self.run_dir.path.name)
 

@@ -1,4 +1,4 @@
-"""`unlearnbench suite SUITE.yaml`: a grid of runs (methods x streams x seeds), then the leaderboard.
+"""`unlearnbench suite SUITE.yaml`: a grid of runs (settings x streams x seeds x methods), then the leaderboard.
 
 The suite file (every key optional except `methods`; relative paths are relative to the current
 directory, as on the command line):
@@ -10,28 +10,36 @@ leaderboard: null          # where the leaderboard goes (default: OUT/leaderboar
 common:                    # any `unlearnbench run` option, for every cell
   dataset: digits
   arch: smallcnn
+  data_dir: null           # where on-disk datasets live (default $UNLEARNBENCH_DATA or ./data)
+  download: false          # fetch a missing dataset into data_dir (CIFAR, Tiny-ImageNet)
   requests: 3
   oracle: retrain
   recipe: {epochs: 10}
   logger: csv              # csv | wandb | none
   accelerator: auto        # hardware: accelerator, devices, strategy, num_nodes, precision
+settings:                  # default: one setting, `common` itself
+  - {dataset: cifar100, arch: vgg16_bn}    # the keys of `common`, overriding it for this part
+  - {dataset: digits, recipe: {lr: 0.1}}   # of the grid; `recipe` merges key by key
 methods:                   # a name, or {name: {hyperparameters}}; a name may appear twice
   - finetune
   - ga: {epochs: 3, lr: 0.005}
-streams:                   # a kind, or {stream: kind, size: ..., requests: ...} (overrides common)
+streams:                   # a kind, or {stream: kind, size: ..., requests: ...} (overrides both)
   - {stream: classwise, size: 1}
   - {stream: random, size: 0.05}
 seeds: [0, 1]              # default [0]
 ```
 
-The grid is stream-major (stream, then seed, then method), so every method of a (stream, seed)
-reuses the pretrained model and the T oracles trained for the first one. `expand_suite` is a pure
-function from the suite mapping to the ordered list of `RunConfig`s. Every cell is validated (and
-its `Runner` built) before anything runs, so bad input fails before anything is written. A cell
-that raises is recorded (`error.json` in its run directory and `OUT/suite.json`) and the suite goes
-on; the leaderboard shows it as failed. Running the same suite again resumes unfinished cells and
-leaves finished ones alone. `--shard i/n` runs only cells k with k mod n = i − 1 (for job arrays:
-the shards share the store and the runs folder safely); build the leaderboard once they are done.
+The grid is setting-major, then stream-major (setting, stream, seed, method), so every method of
+a (setting, stream, seed) reuses the pretrained model and the T oracles trained for the first one.
+`expand_suite` is a pure function from the suite mapping to the ordered list of `RunConfig`s;
+`check_suite` resolves every cell as its `Runner` would (names, hyperparameters, recipe, stream
+sizes, run directory) without loading a dataset or writing anything (`--check`). Before a suite
+runs, that check passes and every cell's `Runner` is built, so bad input fails before anything
+is written. A cell that raises is recorded (`error.json` in its run directory and
+`OUT/suite.json`) and the suite goes on; the leaderboard shows it as failed. Running the same
+suite again resumes unfinished cells and leaves finished ones alone. `--shard i/n` runs only
+cells k with k mod n = i − 1 (for job arrays: the shards share the store and the runs folder
+safely); build the leaderboard once they are done.
 """
 
 from __future__ import annotations
@@ -47,10 +55,21 @@ import yaml
 
 from unlearnbench.config import ConfigError, Hardware, RunConfig
 
-TOP_KEYS = {"out", "store", "leaderboard", "common", "methods", "streams", "seeds"}
+TOP_KEYS = {"out", "store", "leaderboard", "common", "settings", "methods", "streams", "seeds"}
 HARDWARE_KEYS = {f.name for f in fields(Hardware)}
-#: RunConfig fields a suite may set in `common` or a stream entry (the grid sets method, stream, seed).
-COMMON_KEYS = {"dataset", "arch", "requests", "size", "oracle", "recipe", "save_logits", "logger"} | HARDWARE_KEYS
+#: RunConfig fields a suite may set in `common` or a setting (the grid sets method, stream, seed).
+COMMON_KEYS = {
+    "dataset",
+    "data_dir",
+    "download",
+    "arch",
+    "requests",
+    "size",
+    "oracle",
+    "recipe",
+    "save_logits",
+    "logger",
+} | HARDWARE_KEYS
 STREAM_KEYS = {"stream", "size", "requests"}
 
 
@@ -105,20 +124,50 @@ def _streams(spec: Any) -> list[dict]:
     return streams
 
 
-def expand_suite(suite: dict, out: Path | None = None, logger: str | None = None) -> list[RunConfig]:
-    """The suite's grid as an ordered list of RunConfigs (stream, then seed, then method). Pure: writes nothing.
+def _options(spec: Any, where: str) -> dict:
+    """Run options of `common` or of one setting, their keys checked."""
+    if spec is None:
+        return {}
+    if not isinstance(spec, dict):
+        raise SuiteError(f"{where} must be a mapping of run options, got {spec!r}")
+    unknown = sorted(set(spec) - COMMON_KEYS)
+    if unknown:
+        raise SuiteError(f"unknown key(s) {', '.join(unknown)} in {where}; valid: {', '.join(sorted(COMMON_KEYS))}")
+    if "recipe" in spec and not isinstance(spec["recipe"], dict):
+        raise SuiteError(f"`recipe` in {where} must be a mapping of recipe keys")
+    return dict(spec)
 
-    `out` and `logger`, when given, override the suite's own (the command line's `--out`/`--logger`).
-    """
+
+def _settings(spec: Any, common: dict) -> list[dict]:
+    """Each setting's options: `common` overridden by the setting (recipes merged key by key)."""
+    if spec is None:
+        return [common]
+    if not isinstance(spec, list) or not spec:
+        raise SuiteError("`settings` must be a non-empty list of mappings of run options (the keys of `common`)")
+    settings = []
+    for k, item in enumerate(spec, start=1):
+        options = _options(item if item is not None else {}, f"`settings` entry {k}")
+        merged = {**common, **options}
+        if "recipe" in common and "recipe" in options:
+            merged["recipe"] = {**common["recipe"], **options["recipe"]}
+        settings.append(merged)
+    return settings
+
+
+@dataclass(frozen=True)
+class GridConfig:
+    """One cell of the grid before it is resolved: its 1-based (setting, stream, seed, method) position."""
+
+    position: tuple[int, int, int, int]
+    config: RunConfig
+
+
+def suite_grid(suite: dict, out: Path | None = None, logger: str | None = None) -> list[GridConfig]:
+    """The grid in run order, each cell with its position; its schema checked, its cells not yet resolved."""
     unknown = sorted(set(suite) - TOP_KEYS)
     if unknown:
         raise SuiteError(f"unknown suite key(s) {', '.join(unknown)}; valid: {', '.join(sorted(TOP_KEYS))}")
-    common = suite.get("common") or {}
-    if not isinstance(common, dict):
-        raise SuiteError("`common` must be a mapping of run options")
-    unknown = sorted(set(common) - COMMON_KEYS)
-    if unknown:
-        raise SuiteError(f"unknown `common` key(s) {', '.join(unknown)}; valid: {', '.join(sorted(COMMON_KEYS))}")
+    settings = _settings(suite.get("settings"), _options(suite.get("common"), "`common`"))
     seeds = suite.get("seeds", [0])
     if (
         not isinstance(seeds, list)
@@ -134,29 +183,44 @@ def expand_suite(suite: dict, out: Path | None = None, logger: str | None = None
     streams = _streams(suite.get("streams"))
     out_dir = Path(out) if out is not None else Path(suite.get("out") or "runs")
     store = suite.get("store")
-    hardware = Hardware(**{k: common[k] for k in HARDWARE_KEYS if k in common})
-    run_keys = {k: v for k, v in common.items() if k not in HARDWARE_KEYS}
-    if logger is not None:
-        run_keys["logger"] = logger
-    if "recipe" in run_keys and not isinstance(run_keys["recipe"], dict):
-        raise SuiteError("`common.recipe` must be a mapping of recipe keys")
-    configs = []
-    for stream in streams:
-        for seed in seeds:
-            for method, args in methods:
-                values = {**run_keys, **stream}
-                configs.append(
-                    RunConfig(
+    cells = []
+    for k, setting in enumerate(settings, start=1):
+        hardware = Hardware(**{key: setting[key] for key in HARDWARE_KEYS if key in setting})
+        run_keys = {key: value for key, value in setting.items() if key not in HARDWARE_KEYS}
+        if logger is not None:
+            run_keys["logger"] = logger
+        if run_keys.get("data_dir") is not None:
+            run_keys["data_dir"] = Path(run_keys["data_dir"])
+        for s, stream in enumerate(streams, start=1):
+            for seed in seeds:
+                for m, (method, args) in enumerate(methods, start=1):
+                    values = {**run_keys, **stream}
+                    config = RunConfig(
                         method=method,
                         seed=seed,
                         method_args=dict(args),
                         out=out_dir,
                         store=Path(store) if store else None,
                         hardware=hardware,
-                        **{k: (dict(v) if isinstance(v, dict) else v) for k, v in values.items()},
+                        **{key: (dict(v) if isinstance(v, dict) else v) for key, v in values.items()},
                     )
-                )
-    return configs
+                    cells.append(GridConfig((k, s, seeds.index(seed) + 1, m), config))
+    return cells
+
+
+def cell_label(index: int, count: int, config: RunConfig) -> str:
+    """How errors and progress name a cell: its place in the grid and what it runs."""
+    return (
+        f"cell {index}/{count} ({config.dataset}/{config.arch}, {config.method}, {config.stream}, seed {config.seed})"
+    )
+
+
+def expand_suite(suite: dict, out: Path | None = None, logger: str | None = None) -> list[RunConfig]:
+    """The suite's grid as an ordered list of RunConfigs (setting, stream, seed, method). Pure: writes nothing.
+
+    `out` and `logger`, when given, override the suite's own (the command line's `--out`/`--logger`).
+    """
+    return [cell.config for cell in suite_grid(suite, out, logger)]
 
 
 @dataclass
@@ -180,21 +244,23 @@ class SuiteResult:
 
 
 def prepare_suite(suite: dict, reporter=None, out: Path | None = None, logger: str | None = None):
-    """Every cell's Runner, built (so validated) before anything runs; raises ConfigError naming the cell."""
-    from unlearnbench.runner import Runner
+    """Every cell checked (`check_suite`), then its Runner built, datasets loaded; raises ConfigError naming the cell.
 
-    configs = expand_suite(suite, out=out, logger=logger)
-    runners, seen = [], {}
-    for i, config in enumerate(configs, start=1):
-        cell = f"cell {i}/{len(configs)} ({config.method}, {config.stream}, seed {config.seed})"
+    The Runners share one `DatasetCache`: each dataset is loaded (and listed, and put on the
+    device) once for the whole suite, not once per cell.
+    """
+    from unlearnbench.data.cache import DatasetCache
+    from unlearnbench.runner import Runner
+    from unlearnbench.suite_check import check_suite
+
+    cells = check_suite(suite, out=out, logger=logger)
+    datasets = DatasetCache()
+    runners = []
+    for i, cell in enumerate(cells, start=1):
         try:
-            runner = Runner(config, reporter)
+            runners.append(Runner(cell.config, reporter, datasets))
         except (ConfigError, TypeError, ValueError) as error:
-            raise SuiteError(f"{cell}: {error}") from error
-        if runner.run_dir.path in seen:
-            raise SuiteError(f"{cell} is the same run as cell {seen[runner.run_dir.path]}: remove the duplicate")
-        seen[runner.run_dir.path] = i
-        runners.append(runner)
+            raise SuiteError(f"{cell_label(i, len(cells), cell.config)}: {error}") from error
     return runners
 
 
@@ -228,17 +294,22 @@ def run_suite(
     shard: tuple[int, int] | None = None,
 ) -> SuiteResult:
     from unlearnbench.console import Reporter
-    from unlearnbench.io import write_json_atomic, write_text_atomic
+    from unlearnbench.io import write_text_atomic
 
     reporter = reporter or Reporter(quiet=True)
     all_runners = prepare_suite(suite, reporter, out=out, logger=logger)
     out_dir = all_runners[0].config.out
+    # On several nodes (`num_nodes` > 1 on every cell) only node 0 writes; the others follow its fits.
+    writes = all(runner.nodes.leader for runner in all_runners)
     runners = select_shard(all_runners, shard)
     results: list[CellResult] = []
     trained = 0
     for i, runner in enumerate(runners, start=1):
         config = runner.config
-        reporter.message(f"suite cell {i}/{len(runners)}: {config.method} · {config.stream} · seed {config.seed}")
+        reporter.message(
+            f"suite cell {i}/{len(runners)}: {config.method} · {config.stream} · seed {config.seed} · "
+            f"{config.dataset}/{config.arch}"
+        )
         start = time.perf_counter()
         try:
             with reporter.live():
@@ -246,7 +317,7 @@ def run_suite(
         except Exception as error:  # a failing cell is recorded; the suite goes on
             runner.run_logger.finish(failed=True)
             message = f"{type(error).__name__}: {error}"
-            if (runner.run_dir.path / "config.yaml").exists():
+            if writes and (runner.run_dir.path / "config.yaml").exists():
                 write_text_atomic(
                     runner.run_dir.path / "error.json",
                     json.dumps({"error": message, "traceback": traceback.format_exc()}, indent=1) + "\n",
@@ -254,18 +325,38 @@ def run_suite(
             reporter.message(f"[red]cell {i} failed:[/red] {message}")
             results.append(CellResult(config, runner.run_dir.path, "failed", time.perf_counter() - start, message))
         else:
-            (runner.run_dir.path / "error.json").unlink(missing_ok=True)
+            if writes:
+                (runner.run_dir.path / "error.json").unlink(missing_ok=True)
             status = result.summary.get("status", "complete")
             if result.already_complete:
                 status = f"already {status}"
             results.append(CellResult(config, runner.run_dir.path, status, time.perf_counter() - start))
         finally:
             trained += runner.store.trained
+    board = None
+    if writes:
+        _write_suite_record(out_dir, shard, results, trained)
+    # A shard's leaderboard would show the other shards' cells as unfinished: build it after the array.
+    if writes and leaderboard and shard is None and suite.get("leaderboard", True) is not False:
+        from unlearnbench.report.leaderboard import build_leaderboard
+
+        target = suite.get("leaderboard")
+        board = build_leaderboard(out_dir, Path(target) if isinstance(target, str) else None)
+        reporter.message(f"leaderboard: {board.files['md']} (+ .csv, .html, plots/)")
+    return SuiteResult(results, trained, board)
+
+
+def _write_suite_record(out_dir: Path, shard: tuple[int, int] | None, results: list[CellResult], trained: int) -> None:
+    """`OUT/suite.json` (or the shard's file): each cell's status and time, and the models trained."""
+    from unlearnbench.io import write_json_atomic
+
     write_json_atomic(
         out_dir / ("suite.json" if shard is None else f"suite-shard-{shard[0]}-of-{shard[1]}.json"),
         {
             "cells": [
                 {
+                    "dataset": c.config.dataset,
+                    "arch": c.config.arch,
                     "method": c.config.method,
                     "stream": c.config.stream,
                     "seed": c.config.seed,
@@ -279,21 +370,13 @@ def run_suite(
             "trained": trained,
         },
     )
-    board = None
-    # A shard's leaderboard would show the other shards' cells as unfinished: build it after the array.
-    if leaderboard and shard is None and suite.get("leaderboard", True) is not False:
-        from unlearnbench.report.leaderboard import build_leaderboard
-
-        target = suite.get("leaderboard")
-        board = build_leaderboard(out_dir, Path(target) if isinstance(target, str) else None)
-        reporter.message(f"leaderboard: {board.files['md']} (+ .csv, .html, plots/)")
-    return SuiteResult(results, trained, board)
 
 
 def suite_command(argv: list[str]) -> int:
-    """`unlearnbench suite SUITE.yaml [--out DIR] [--logger csv|wandb|none] [--shard i/n] [--quiet true]`.
+    """`unlearnbench suite SUITE.yaml [--out DIR] [--logger csv|wandb|none] [--shard i/n] [--quiet true] [--check]`.
 
     Raises ConfigError for bad input (before anything is written); exit code 1 when a cell failed.
+    `--check` prints the resolved grid and runs nothing.
     """
     from jsonargparse import ArgumentError, ArgumentParser
 
@@ -309,12 +392,23 @@ def suite_command(argv: list[str]) -> int:
     parser.add_argument("--logger", type=str | None, default=None, help="csv, wandb or none (overrides the suite's)")
     parser.add_argument("--quiet", type=bool, default=False)
     parser.add_argument("--shard", type=str | None, default=None, help="i/n: run only shard i of n (job arrays)")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="resolve every cell and print the grid; load no dataset, run and write nothing",
+    )
     try:
         args = parser.parse_args(argv)
     except ArgumentError as error:
         raise SuiteError(str(error)) from error
     shard = parse_shard(args.shard) if args.shard else None
     suite = load_suite(args.suite)
+    if args.check:
+        from unlearnbench.suite_check import check_report, check_suite
+
+        cells = check_suite(suite, out=args.out, logger=args.logger)
+        print("\n".join(check_report(str(args.suite), cells, shard)))
+        return 0
     reporter = Reporter(quiet=args.quiet)
     result = run_suite(suite, reporter, out=args.out, logger=args.logger, shard=shard)
     done = sum(1 for cell in result.cells if cell.status != "failed")

@@ -32,10 +32,15 @@ class Recipe:
     momentum: float = 0.9
     weight_decay: float = 5e-4
 
+    @staticmethod
+    def path_for(dataset: str, arch: str) -> Path:
+        """Where the recipe of a (dataset, arch) lives: `configs/recipes/<dataset>-<arch>.yaml`."""
+        return CONFIG_DIR / "recipes" / f"{dataset}-{arch}.yaml"
+
     @classmethod
     def for_setting(cls, dataset: str, arch: str) -> Recipe:
-        """`configs/recipes/<dataset>-<arch>.yaml` if it exists, else the defaults above."""
-        path = CONFIG_DIR / "recipes" / f"{dataset}-{arch}.yaml"
+        """The setting's recipe file (`path_for`) if it exists, else the defaults above."""
+        path = cls.path_for(dataset, arch)
         if not path.exists():
             return cls()
         values = yaml.safe_load(path.read_text()) or {}

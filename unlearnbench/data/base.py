@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import torch
 from torch import Tensor
@@ -24,6 +24,32 @@ class DatasetError(ValueError):
 
 #: Where datasets that live on disk are looked for when no `--data-dir` is given.
 DATA_DIR_ENV = "UNLEARNBENCH_DATA"
+
+
+@dataclass(frozen=True)
+class KnownSize:
+    """A dataset's train-split size and class count, fixed by its definition."""
+
+    num_train: int
+    num_classes: int
+
+
+Factory = TypeVar("Factory")
+
+
+def known_size(num_train: int, num_classes: int):
+    """Decorator: record a dataset factory's `KnownSize` as `factory.known_size`.
+
+    `unlearnbench suite --check` validates stream sizes (requests x size against the classes or
+    samples) without loading anything; a factory whose size depends on the files it reads
+    (`imagefolder`) has none and its streams are checked when the run loads it.
+    """
+
+    def decorator(factory: Factory) -> Factory:
+        factory.known_size = KnownSize(num_train, num_classes)
+        return factory
+
+    return decorator
 
 
 def data_root(data_dir: str | Path | None) -> Path:

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torchvision.datasets import CIFAR10, CIFAR100
 
-from unlearnbench.data.base import Augmentation, DatasetError, ImageDataset, ImageSplit, data_root
+from unlearnbench.data.base import Augmentation, DatasetError, ImageDataset, ImageSplit, data_root, known_size
 from unlearnbench.registry import DATASETS
 
 #: Per-channel statistics of the train splits (the constants the seed papers' code uses).
@@ -79,12 +79,14 @@ def _cifar(name: str, title: str, num_classes: int, mean, std, data_dir, downloa
 
 
 @DATASETS.register("cifar10")
+@known_size(50_000, 10)
 def cifar10(data_dir: str | Path | None = None, download: bool = False) -> ImageDataset:
     """CIFAR-10: 50,000/10,000 32x32 colour images of 10 classes (torchvision's python batches)."""
     return _cifar("cifar10", "CIFAR-10", 10, CIFAR10_MEAN, CIFAR10_STD, data_dir, download)
 
 
 @DATASETS.register("cifar100")
+@known_size(50_000, 100)
 def cifar100(data_dir: str | Path | None = None, download: bool = False) -> ImageDataset:
     """CIFAR-100: 50,000/10,000 32x32 colour images of 100 fine classes (torchvision's python batches)."""
     return _cifar("cifar100", "CIFAR-100", 100, CIFAR100_MEAN, CIFAR100_STD, data_dir, download)
@@ -119,12 +121,14 @@ def synthetic_images(name: str, num_train: int, num_test: int, num_classes: int 
 
 
 @DATASETS.register("synthetic_cifar")
+@known_size(50_000, 10)
 def synthetic_cifar(data_dir: str | Path | None = None, download: bool = False) -> ImageDataset:
     """Synthetic tensors in CIFAR-10's shape (50,000/10,000 3x32x32, 10 classes): nothing to download."""
     return synthetic_images("synthetic_cifar", 50_000, 10_000)
 
 
 @DATASETS.register("synthetic_cifar_mini")
+@known_size(1_000, 10)
 def synthetic_cifar_mini(data_dir: str | Path | None = None, download: bool = False) -> ImageDataset:
     """Synthetic CIFAR-shaped tensors, 1,000/200 images of 10 classes: for CPU checks and tests."""
     return synthetic_images("synthetic_cifar_mini", 1_000, 200)

@@ -7,7 +7,7 @@ import torch
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
-from unlearnbench.data.base import Augmentation, ImageDataset, ImageSplit
+from unlearnbench.data.base import Augmentation, ImageDataset, ImageSplit, known_size
 from unlearnbench.registry import DATASETS
 
 #: The split is part of the dataset's definition: the same for every run seed.
@@ -22,6 +22,7 @@ def _to_uint8(images: np.ndarray) -> torch.Tensor:
 
 
 @DATASETS.register("digits")
+@known_size(1437, 10)  # 1,797 images, TEST_FRACTION held out
 def digits(data_dir: str | None = None, download: bool = False) -> ImageDataset:
     """scikit-learn digits: 1,797 8x8 grey images of 10 classes, embedded, stratified 80/20 split."""
     bunch = load_digits()

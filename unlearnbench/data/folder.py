@@ -27,7 +27,7 @@ from torchvision.datasets.folder import IMG_EXTENSIONS, find_classes, make_datas
 from torchvision.io import ImageReadMode, decode_image
 from torchvision.transforms import v2
 
-from unlearnbench.data.base import Batch, DatasetError, IndexedLoader, data_root, normalize
+from unlearnbench.data.base import Batch, DatasetError, IndexedLoader, data_root, known_size, normalize
 from unlearnbench.registry import DATASETS
 
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -209,6 +209,7 @@ def _download_tinyimagenet(root: Path) -> None:
 
 
 @DATASETS.register("tinyimagenet")
+@known_size(100_000, 200)
 def tinyimagenet(
     data_dir: str | Path | None = None, download: bool = False, num_workers: int | None = None
 ) -> FolderDataset:

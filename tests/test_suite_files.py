@@ -1,0 +1,131 @@
+"""The suite files under benchmarks/ resolve, and `unlearnbench suite --check` loads, runs and writes nothing."""
+
+from __future__ import annotations
+
+import functools
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from unlearnbench.cli import main
+from unlearnbench.registry import DATASETS
+from unlearnbench.suite import load_suite
+from unlearnbench.suite_check import check_suite, grid_summary, models_to_train
+
+ROOT = Path(__file__).resolve().parent.parent
+#: Every YAML file under benchmarks/ is a suite.
+SUITE_FILES = sorted(ROOT.glob("benchmarks/**/*.yaml"))
+
+
+@pytest.fixture
+def no_datasets(monkeypatch):
+    """Registered datasets that raise when loaded; their static attributes (`known_size`) stay."""
+    original = DATASETS.get
+
+    def get(name: str):
+        factory = original(name)
+
+        def load(*args, **kwargs):
+            raise AssertionError(f"dataset {name} was loaded")
+
+        return functools.update_wrapper(load, factory)
+
+    monkeypatch.setattr(DATASETS, "get", get)
+
+
+@pytest.fixture
+def empty_cwd(tmp_path, monkeypatch) -> Path:
+    """A fresh current directory: the suites' relative `out`, `store` and `data_dir` land here, if anywhere."""
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_the_seed_paper_suites_are_there():
+    names = {path.relative_to(ROOT).as_posix() for path in SUITE_FILES}
+    assert {
+        "benchmarks/suite_cpu.yaml",
+        "benchmarks/suites/plasticity_collapse.yaml",
+        "benchmarks/suites/loft.yaml",
+        "benchmarks/suites/loft_continual.yaml",
+    } <= names
+
+
+def test_no_datasets_refuses_to_load_but_keeps_known_sizes(no_datasets):
+    with pytest.raises(AssertionError, match="dataset cifar100 was loaded"):
+        DATASETS.get("cifar100")(data_dir="data")
+    assert DATASETS.get("cifar100").known_size.num_classes == 100
+
+
+@pytest.mark.parametrize("path", SUITE_FILES, ids=lambda path: path.relative_to(ROOT).as_posix())
+def test_suite_file_resolves_without_loading_or_writing(path, empty_cwd, no_datasets):
+    suite = load_suite(path)
+    cells = check_suite(suite)
+    sizes = [len(suite.get(key) or [None]) for key in ("settings", "streams", "seeds", "methods")]
+    assert len(cells) == math.prod(sizes)
+    assert [cell.position for cell in cells] == sorted(cell.position for cell in cells)  # setting-major
+    assert len({cell.run_dir for cell in cells}) == len(cells)
+    assert list(empty_cwd.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "path", sorted(ROOT.glob("benchmarks/suites/*.yaml")), ids=lambda path: path.relative_to(ROOT).as_posix()
+)
+def test_suite_file_states_its_cost(path, empty_cwd, no_datasets):
+    """The comment block's grid and model count are the ones the check computes."""
+    cells = check_suite(load_suite(path))
+    text = " ".join(path.read_text().replace("#", " ").split())
+    assert grid_summary(cells) in text
+    assert f"{sum(models_to_train(cells))} models are trained" in text
+    assert f"unlearnbench suite {path.relative_to(ROOT).as_posix()} --check" in text
+
+
+def test_check_lists_every_cell_and_writes_nothing(empty_cwd, no_datasets, capsys):
+    path = ROOT / "benchmarks" / "suite_cpu.yaml"
+    assert main(["suite", str(path), "--check"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    cells = check_suite(load_suite(path))
+    assert lines[0].startswith(f"{path}: 1 setting x 2 streams x 2 seeds x 5 methods = 20 cells")
+    assert lines[1].split() == ["cell", "setting", "stream", "seed", "method", "run", "directory"]
+    assert len(lines) == 2 + 20 + 1
+    for line, cell in zip(lines[2:-1], cells, strict=True):
+        assert line.endswith(cell.run_dir.name) and f" {cell.config.method}" in line
+    assert "2 pretrained models and 12 oracles" in lines[-1]
+    assert list(empty_cwd.iterdir()) == []
+
+
+def test_check_of_a_shard_lists_its_cells(empty_cwd, no_datasets, capsys):
+    path = ROOT / "benchmarks" / "suite_cpu.yaml"
+    assert main(["suite", str(path), "--check", "--shard", "2/3"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == "shard 2/3: 7 cells"
+    assert [line.split()[0] for line in lines[3:-1]] == ["2", "5", "8", "11", "14", "17", "20"]
+
+
+def test_check_of_a_bad_suite_is_one_line_and_exit_2(empty_cwd, no_datasets, capsys):
+    suite = yaml.safe_load((ROOT / "benchmarks" / "suites" / "loft_continual.yaml").read_text())
+    suite["streams"] = [{"stream": "classwise", "size": 2, "requests": 100}]
+    path = empty_cwd / "suite.yaml"
+    path.write_text(yaml.safe_dump(suite))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["suite", str(path), "--check"])
+    assert exit_info.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert (
+        "cell 1/12 (tinyimagenet/swin_t, loft, classwise, seed 0): classwise stream needs requests x size"
+        in captured.err
+    )
+    assert [p.name for p in empty_cwd.iterdir()] == ["suite.yaml"]
+
+
+@pytest.mark.parametrize("name", ["digits", "synthetic_cifar_mini"])
+def test_known_sizes_are_the_loaded_sizes(name):
+    factory = DATASETS.get(name)
+    dataset = factory()
+    assert (factory.known_size.num_train, factory.known_size.num_classes) == (len(dataset.train), dataset.num_classes)
+
+
+def test_folder_of_classes_has_no_known_size():
+    assert getattr(DATASETS.get("imagefolder"), "known_size", None) is None
