@@ -98,14 +98,35 @@ def test_timm_names_resolve_through_the_registry_and_the_config(tmp_path):
 
 
 def test_every_recipe_file_names_a_registered_dataset_and_arch():
-    from pathlib import Path
+    from unlearnbench.training import RECIPE_DIR, Recipe
 
-    from unlearnbench.training import CONFIG_DIR, Recipe
-
-    files = sorted(Path(CONFIG_DIR, "recipes").glob("*.yaml"))
+    files = sorted(RECIPE_DIR.glob("*.yaml"))
     assert len(files) >= 13
     for path in files:
         dataset, arch = path.stem.split("-", 1)
         assert dataset in DATASETS and arch in ARCHS, path.name
         recipe = Recipe.for_setting(dataset, arch)
         assert recipe.momentum == 0.9 and recipe.epochs > 0 and recipe.lr > 0
+
+
+@pytest.mark.slow
+def test_a_regular_install_ships_every_recipe(tmp_path):
+    """The recipes are package data: a wheel (what `pip install unlearnbench` installs) holds them all."""
+    import subprocess
+    import sys
+    import zipfile
+    from pathlib import Path
+
+    from unlearnbench.training import RECIPE_DIR
+
+    root = Path(__file__).resolve().parent.parent
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(root), "--no-deps", "--no-build-isolation", "-w", str(tmp_path)],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = tmp_path.glob("unlearnbench-*.whl")
+    shipped = {
+        Path(name).name for name in zipfile.ZipFile(wheel).namelist() if name.startswith("unlearnbench/recipes/")
+    }
+    assert shipped == {path.name for path in RECIPE_DIR.glob("*.yaml")} and len(shipped) >= 13

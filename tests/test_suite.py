@@ -153,7 +153,7 @@ BAD_SUITES = [
     ({"methods": [{"ga": {"lr": "1e-4"}}]}, "argument lr must be a number, got '1e-4' (YAML reads 1e-4 as text"),
     (
         {"common": {"dataset": "synthetic_cifar_mini", "recipe": {"epochs": 2}}},
-        "no recipe configs/recipes/synthetic_cifar_mini-smallcnn.yaml",
+        "no recipe unlearnbench/recipes/synthetic_cifar_mini-smallcnn.yaml",
     ),
     ({"seeds": "0"}, "`seeds` must be a non-empty list"),
     ({"methods": ["finetune", "finetune"]}, "same run as cell 1"),

@@ -129,7 +129,7 @@ def _recipe(config: RunConfig) -> Recipe:
     missing = [f.name for f in fields(Recipe) if f.name not in config.recipe]
     if missing and not path.is_file():
         raise ConfigError(
-            f"no recipe configs/recipes/{path.name} for ({config.dataset}, {config.arch}): add one that cites its "
+            f"no recipe unlearnbench/recipes/{path.name} for ({config.dataset}, {config.arch}): add one that cites its "
             f"source, or give {', '.join(missing)} in `recipe`"
         )
     _check_numbers(config.recipe, Recipe().as_dict(), "recipe key")

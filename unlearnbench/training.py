@@ -19,7 +19,8 @@ from torch import Tensor, nn
 from unlearnbench.data.base import Batch, ImageDataset
 from unlearnbench.registry import ARCHS
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+#: Shipped inside the package, so a regular (non-editable) install trains with the same recipes.
+RECIPE_DIR = Path(__file__).resolve().parent / "recipes"
 
 
 @dataclass(frozen=True)
@@ -34,8 +35,8 @@ class Recipe:
 
     @staticmethod
     def path_for(dataset: str, arch: str) -> Path:
-        """Where the recipe of a (dataset, arch) lives: `configs/recipes/<dataset>-<arch>.yaml`."""
-        return CONFIG_DIR / "recipes" / f"{dataset}-{arch}.yaml"
+        """Where the recipe of a (dataset, arch) lives: `unlearnbench/recipes/<dataset>-<arch>.yaml`."""
+        return RECIPE_DIR / f"{dataset}-{arch}.yaml"
 
     @classmethod
     def for_setting(cls, dataset: str, arch: str) -> Recipe:
