@@ -112,6 +112,7 @@ def test_every_recipe_file_names_a_registered_dataset_and_arch():
 @pytest.mark.slow
 def test_a_regular_install_ships_every_recipe(tmp_path):
     """The recipes are package data: a wheel (what `pip install unlearnbench` installs) holds them all."""
+    import shutil
     import subprocess
     import sys
     import zipfile
@@ -119,9 +120,13 @@ def test_a_regular_install_ships_every_recipe(tmp_path):
 
     from unlearnbench.training import RECIPE_DIR
 
-    root = Path(__file__).resolve().parent.parent
+    root, source = Path(__file__).resolve().parent.parent, tmp_path / "source"
+    source.mkdir()  # a copy, so that the build leaves no build/ or egg-info in the checkout
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(root / name, source / name)
+    shutil.copytree(root / "unlearnbench", source / "unlearnbench", ignore=shutil.ignore_patterns("__pycache__"))
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(root), "--no-deps", "--no-build-isolation", "-w", str(tmp_path)],
+        [sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation", "-w", str(tmp_path)],
         check=True,
         capture_output=True,
     )

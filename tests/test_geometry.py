@@ -16,10 +16,9 @@ from unlearnbench.evaluation.geometry import (
     geometry_table,
     gram,
     online_energy_ratio,
-    parameter_update,
     read_geometry_csv,
-    snapshot,
 )
+from unlearnbench.evaluation.updates import parameter_update, snapshot
 
 
 def explicit(U: np.ndarray, r: int) -> tuple[np.ndarray, np.ndarray]:
@@ -213,3 +212,15 @@ def test_runner_records_geometry_and_resume_matches_an_uninterrupted_run(tmp_pat
     assert resumed.rows[0]["method"]["er_online_r1"] is None
     assert resumed.rows[1]["method"]["er_r2"] == pytest.approx(1.0)
     assert "rememorization_events" in resumed.summary
+
+
+def test_the_geometry_of_a_finished_run_needs_no_torch():
+    """ER/CO of `updates.f32` (10M parameters x 50 requests in benchmarks/perf.py P5) in a numpy-only process."""
+    import subprocess
+    import sys
+
+    code = "import sys, unlearnbench.evaluation.geometry; print('torch' in sys.modules)"
+    assert (
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+        == "False"
+    )

@@ -29,9 +29,10 @@ from unlearnbench.data.base import DatasetError
 from unlearnbench.data.cache import DatasetCache
 from unlearnbench.divergence import DivergenceMonitor
 from unlearnbench.evaluation.evaluator import EvalLogits, compute_logits
-from unlearnbench.evaluation.geometry import GeometryRecorder, parameter_update, snapshot
+from unlearnbench.evaluation.geometry import GeometryRecorder
 from unlearnbench.evaluation.oracle_mia import request_attack, request_phi
 from unlearnbench.evaluation.scoring import avg_gap, request_scores, stream_summary
+from unlearnbench.evaluation.updates import parameter_update, snapshot
 from unlearnbench.guards import build_guards, pack_state, unpack_state
 from unlearnbench.loggers import RunLogger, open_run_logger
 from unlearnbench.methods.base import UnlearningMethod
