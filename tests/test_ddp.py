@@ -55,20 +55,25 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _run_on_two_nodes(method: str, out: Path, store: Path) -> list[str]:
-    """The same command as node 0 and node 1 (gloo on localhost); returns each node's output."""
-    argv = [
-        sys.executable, "-m", "unlearnbench.cli", "run", "--method", method, "--requests", "2", "--size", "1",
-        f"--{method}.epochs", "2", "--recipe", json.dumps(FAST_RECIPE), "--out", str(out), "--store", str(store),
-        "--accelerator", "cpu", "--devices", "1", "--strategy", "ddp", "--num_nodes", "2", "--logger", "none",
-    ]  # fmt: skip
+def _on_two_nodes(*argv: str) -> list[str]:
+    """`unlearnbench ARGV` as node 0 and node 1 (gloo on localhost); both must succeed; their outputs."""
+    command = [sys.executable, "-m", "unlearnbench.cli", *argv]
     env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()), "OMP_NUM_THREADS": "1"}
     nodes = [
-        subprocess.Popen(argv, env={**env, "NODE_RANK": str(rank)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        subprocess.Popen(command, env={**env, "NODE_RANK": str(rank)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         for rank in (0, 1)
     ]
     outputs = [node.communicate(timeout=900)[0].decode() for node in nodes]
     assert [node.returncode for node in nodes] == [0, 0], outputs
+    return outputs
+
+
+def _run_on_two_nodes(method: str, out: Path, store: Path) -> list[str]:
+    outputs = _on_two_nodes(
+        "run", "--method", method, "--requests", "2", "--size", "1", f"--{method}.epochs", "2",
+        "--recipe", json.dumps(FAST_RECIPE), "--out", str(out), "--store", str(store),
+        "--accelerator", "cpu", "--devices", "1", "--strategy", "ddp", "--num_nodes", "2", "--logger", "none",
+    )  # fmt: skip
     assert "node 1: followed node 0" in outputs[1]
     return outputs
 
@@ -128,14 +133,7 @@ def test_a_suite_on_two_nodes_is_written_by_node_0_only(tmp_path):
         "streams": [{"stream": "classwise", "size": 1}],
     }
     (tmp_path / "suite.yaml").write_text(json.dumps(suite))  # JSON is YAML
-    argv = [sys.executable, "-m", "unlearnbench.cli", "suite", str(tmp_path / "suite.yaml")]
-    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()), "OMP_NUM_THREADS": "1"}
-    nodes = [
-        subprocess.Popen(argv, env={**env, "NODE_RANK": str(rank)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        for rank in (0, 1)
-    ]
-    outputs = [node.communicate(timeout=900)[0].decode() for node in nodes]
-    assert [node.returncode for node in nodes] == [0, 0], outputs
+    outputs = _on_two_nodes("suite", str(tmp_path / "suite.yaml"))
     record = json.loads((tmp_path / "runs" / "suite.json").read_text())
     assert [cell["status"] for cell in record["cells"]] == ["complete", "complete"]
     assert record["trained"] == 2  # pretrained + one oracle, trained by both nodes together, stored once
