@@ -50,9 +50,16 @@ def test_ddp_run_metrics_equal_a_single_process_evaluation(tmp_path, shared_stor
 
 
 def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    """A port p with p + 1 free too: the fits rendezvous on MASTER_PORT, the nodes' channel on the next."""
+    while True:
+        with socket.socket() as probe, socket.socket() as next_port:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+            try:
+                next_port.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+            return port
 
 
 def _on_two_nodes(*argv: str) -> list[str]:
@@ -63,7 +70,13 @@ def _on_two_nodes(*argv: str) -> list[str]:
         subprocess.Popen(command, env={**env, "NODE_RANK": str(rank)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         for rank in (0, 1)
     ]
-    outputs = [node.communicate(timeout=900)[0].decode() for node in nodes]
+    try:
+        outputs = [node.communicate(timeout=600)[0].decode() for node in nodes]
+    except subprocess.TimeoutExpired:
+        for node in nodes:
+            node.kill()
+        outputs = [node.communicate()[0].decode()[-3000:] for node in nodes]
+        pytest.fail(f"the two nodes did not finish in 10 minutes; their output: {outputs}")
     assert [node.returncode for node in nodes] == [0, 0], outputs
     return outputs
 

@@ -35,6 +35,9 @@ from unlearnbench.store import ModelSpec, ModelStore
 #: How long a follower waits for the leader between two fits: the leader may be waiting for the
 #: store's file lock while another process (a suite shard) trains the model it needs.
 FOLLOWER_TIMEOUT = timedelta(hours=24)
+#: How long a node tries to reach the channel: a leader that failed to start must not keep its
+#: followers waiting for a day.
+CONNECT_TIMEOUT = timedelta(minutes=10)
 ENVIRONMENT = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK")
 TRAIN, LOAD = "train", "load"
 
@@ -77,13 +80,11 @@ class NodeGroup:
         """One TCPStore per process, opened on first use (so building a Runner opens no socket)."""
         where = (self.address, self.port + 1)
         if where not in _channels:
-            _channels[where] = dist.TCPStore(
-                self.address,
-                self.port + 1,
-                is_master=self.leader,
-                timeout=FOLLOWER_TIMEOUT,
-                wait_for_workers=False,
+            channel = dist.TCPStore(
+                self.address, self.port + 1, is_master=self.leader, timeout=CONNECT_TIMEOUT, wait_for_workers=False
             )
+            channel.set_timeout(FOLLOWER_TIMEOUT)
+            _channels[where] = channel
         return _channels[where]
 
     def announce(self, key: str, value: str) -> None:
