@@ -11,6 +11,8 @@ import math
 
 from lightning.pytorch.callbacks import Callback
 
+from unlearnbench.step_loss import step_loss
+
 
 class DivergenceMonitor(Callback):
     """Stops the fit at the first non-finite training loss."""
@@ -19,7 +21,7 @@ class DivergenceMonitor(Callback):
         self.diverged = False
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        loss = outputs["loss"] if isinstance(outputs, dict) else outputs
+        loss = step_loss(outputs)
         if loss is not None and not math.isfinite(float(loss)):
             self.diverged = True
             trainer.should_stop = True

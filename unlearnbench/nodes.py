@@ -52,13 +52,15 @@ class NodeGroup:
     size: int = 1
     address: str = ""
     port: int = 0
+    #: the run's name: every key is announced under it, so the runs of a suite never mix theirs
+    scope: str = ""
     decisions: int = field(default=0, repr=False)
 
     @classmethod
-    def from_environment(cls, num_nodes: int) -> NodeGroup:
+    def from_environment(cls, num_nodes: int, scope: str) -> NodeGroup:
         """Read NODE_RANK, MASTER_ADDR and MASTER_PORT; raises ConfigError naming what is missing."""
         if num_nodes == 1:
-            return cls()
+            return cls(scope=scope)
         missing = [name for name in ENVIRONMENT if not os.environ.get(name)]
         if missing:
             raise ConfigError(
@@ -70,7 +72,7 @@ class NodeGroup:
             raise ConfigError(f"NODE_RANK must be an integer in 0..{num_nodes - 1}, got {rank!r}")
         if not (port.isdigit() and 0 < int(port) < 65535):
             raise ConfigError(f"MASTER_PORT must be a port number below 65535, got {port!r}")
-        return cls(int(rank), num_nodes, os.environ["MASTER_ADDR"], int(port))
+        return cls(int(rank), num_nodes, os.environ["MASTER_ADDR"], int(port), scope)
 
     @property
     def leader(self) -> bool:
@@ -87,22 +89,22 @@ class NodeGroup:
             _channels[where] = channel
         return _channels[where]
 
-    def announce(self, key: str, value: str) -> None:
+    def announce(self, key: str, value: object) -> None:
         """Leader: publish `value` under `key` (each key once per run)."""
         if self.size > 1:
-            self._channel().set(key, value)
+            self._channel().set(f"{self.scope}/{key}", str(value))
 
     def wait(self, key: str) -> str:
         """Follower: the value the leader announced under `key`, waiting for it if need be."""
-        return self._channel().get(key).decode()
+        return self._channel().get(f"{self.scope}/{key}").decode()
 
     def get_or_train(
-        self, store: ModelStore, spec: ModelSpec, train: Callable[[], dict[str, torch.Tensor]], key: str
+        self, store: ModelStore, spec: ModelSpec, train: Callable[[], dict[str, torch.Tensor]]
     ) -> dict[str, torch.Tensor]:
         """`store.get_or_train` in step on every node: the leader decides under the store's lock."""
         if self.size == 1:
             return store.get_or_train(spec, train)
-        key = f"{key}/model-{self.decisions}"
+        key = f"model-{self.decisions}"
         self.decisions += 1
         if not self.leader:
             if self.wait(key) == TRAIN:

@@ -81,7 +81,6 @@ class Runner:
         use_cuda = config.hardware.accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()
         self.eval_device = torch.device("cuda" if use_cuda else "cpu")
         self.single_process = str(config.hardware.devices) == "1" and config.hardware.num_nodes == 1
-        self.nodes = NodeGroup.from_environment(config.hardware.num_nodes)
         # In-memory datasets live on the training device: a batch is one gather, no host copy.
         device = self.eval_device if self.eval_device.type == "cuda" and self.single_process else None
         try:
@@ -108,6 +107,7 @@ class Runner:
         except RunDirectoryMismatchError as error:
             raise ConfigError(str(error)) from error
         self.store = ModelStore(config.store_dir)
+        self.nodes = NodeGroup.from_environment(config.hardware.num_nodes, self.run_dir.path.name)
         self.train_labels = self.dataset.train.labels.cpu().numpy()
         self.test_labels = self.dataset.test.labels.cpu().numpy()
         # The experiment logger of this session (`config.logger`), opened by run(); none until then.
@@ -172,7 +172,7 @@ class Runner:
             ).state_dict()
 
         model = build_model(self.config.arch, self.dataset)
-        model.load_state_dict(self.nodes.get_or_train(self.store, spec, train, self.run_dir.path.name))
+        model.load_state_dict(self.nodes.get_or_train(self.store, spec, train))
         return model.eval()
 
     def logits(self, model: nn.Module) -> EvalLogits:
@@ -233,17 +233,14 @@ class Runner:
         with threadpool_limits(limits=1, user_api="blas"):
             return self._run() if self.nodes.leader else self._follow()
 
-    def _announce(self, name: str, value: object) -> None:
-        self.nodes.announce(f"{self.run_dir.path.name}/{name}", str(value))
-
     def _run(self) -> RunResult:
         config, run_dir = self.config, self.run_dir
         run_dir.initialize(self.identity, self.stream.manifest(), self.train_labels, self.test_labels)
         rows = run_dir.rows()
         if len(rows) == config.requests or _diverged(rows):
-            self._announce("start", config.requests + 1)
+            self.nodes.announce("start", config.requests + 1)
             return self._finish(rows, already_complete=True)
-        self._announce("start", len(rows) + 1)
+        self.nodes.announce("start", len(rows) + 1)
         self.run_logger = open_run_logger(config.logger, run_dir.path, self.identity, run_dir.path.name, len(rows) + 1)
         self.geometry = GeometryRecorder(run_dir.path, config.requests)  # updates.f32 + geometry.csv
         self.reporter.start_run(run_dir.path.name, config.requests, done=len(rows))
@@ -255,7 +252,7 @@ class Runner:
         for t in range(len(rows) + 1, config.requests + 1):
             request = self.stream.select(t)
             timings = self.serve(request)
-            self._announce(f"request-{t}", "diverged" if timings["diverged"] else "ok")
+            self.nodes.announce(f"request-{t}", "diverged" if timings["diverged"] else "ok")
             if timings.pop("diverged"):
                 row = {"t": t, "status": "diverged", "forget_classes": request.forget_classes, "method": timings}
                 run_dir.append_row(row | {"oracle": None})
@@ -287,7 +284,7 @@ class Runner:
     def _follow(self) -> RunResult:
         """A follower node: the leader's fits, in the leader's order, with no evaluation and no writes."""
         config = self.config
-        start = int(self.nodes.wait(f"{self.run_dir.path.name}/start"))
+        start = int(self.nodes.wait("start"))
         resumed = self.run_dir.load_state(start - 1) if 1 < start <= config.requests else None  # before t moves on
         if start <= config.requests:
             model = self.trained_model(np.array([], dtype=np.int64), "pretraining")
@@ -297,7 +294,7 @@ class Runner:
         for t in range(start, config.requests + 1):
             request = self.stream.select(t)
             self.serve(request)
-            if self.nodes.wait(f"{self.run_dir.path.name}/request-{t}") == "diverged":
+            if self.nodes.wait(f"request-{t}") == "diverged":
                 break
             if config.oracle == "retrain":
                 self.trained_model(request.forgotten, f"oracle {t}/{config.requests} (retraining)")

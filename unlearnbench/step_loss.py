@@ -9,6 +9,12 @@ their loss and this callback logs it, every `log_every_n_steps`, when the Traine
 from __future__ import annotations
 
 from lightning.pytorch.callbacks import Callback
+from torch import Tensor
+
+
+def step_loss(outputs) -> Tensor | None:
+    """The loss `training_step` returned, as Lightning hands it to `on_train_batch_end`."""
+    return outputs["loss"] if isinstance(outputs, dict) else outputs
 
 
 class StepLossLogger(Callback):
@@ -17,7 +23,7 @@ class StepLossLogger(Callback):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if not trainer.loggers or trainer.global_step % trainer.log_every_n_steps:
             return
-        loss = outputs["loss"] if isinstance(outputs, dict) else outputs
+        loss = step_loss(outputs)
         if loss is None:
             return
         for logger in trainer.loggers:
