@@ -1,12 +1,13 @@
 """Continual unlearning side by side: LOFT, continual LOFT, gradient methods, and the plasticity guards.
 
-One script, the default dataset (digits, smallcnn), a class-wise stream (T=5, one class per request)
-and a random stream (T=5, 2% of the train set per request). Rows: LOFT, continual LOFT, SalUn, RL,
-NegGrad+, FT, and {RL, NegGrad+, SalUn, FT} x {orthogonal, shrink_perturb}, each with its defaults.
-Every run goes through the package's Runner and shares one model store (pretrained model and the
-T oracles per stream are trained once), so a second invocation only prints the table.
+The grid is the suite file `benchmarks/suites/continual.yaml` (digits, smallcnn; a class-wise and a
+random stream, T=5; LOFT, continual LOFT, SalUn, RL, NegGrad+, FT, and {RL, NegGrad+, SalUn, FT} x
+{orthogonal, shrink_perturb}). This script runs it through `run_suite` (one model store: the
+pretrained model and the T oracles per stream are trained once, so a second invocation only prints
+the table) and prints the comparison the suite's leaderboard does not: forward failure beside the
+oracle's own change.
 
-    python benchmarks/continual.py [--out runs/benchmarks-continual] [--store PATH] [--full-recipe]
+    python benchmarks/continual.py [--out runs/benchmarks-continual] [--full-recipe] [--only rl+orthogonal ...]
 
 Columns: final gap (Avg.Gap to the oracle after request T; lower is better), forward failure
 (forget_acc at T minus at 1, and the same difference for the oracle beside it), backward failure
@@ -19,64 +20,43 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from unlearnbench.config import Hardware, RunConfig
-from unlearnbench.runner import Runner
+from unlearnbench.suite import load_suite, run_suite
 
-STREAMS = {"classwise": 1, "random": 0.02}
-GUARDS = ("orthogonal", "shrink_perturb")
-ROWS = [
-    ("loft", []),
-    ("continual_loft", []),
-    ("salun", []),
-    ("rl", []),
-    ("neggrad_plus", []),
-    ("finetune", []),  # the unguarded baseline of the FT + guard rows
-    *[(method, [guard]) for method in ("rl", "neggrad_plus", "salun", "finetune") for guard in GUARDS],
-]
-#: Pretraining/oracle recipe of the CPU suite (digits' own recipe trains 30 epochs); --full-recipe uses that.
-FAST_RECIPE = {"epochs": 8, "batch_size": 128, "lr": 0.1}
+SUITE = Path(__file__).resolve().parent / "suites" / "continual.yaml"
 
 
-def run_row(method: str, guards: list[str], stream: str, args: argparse.Namespace) -> dict:
-    config = RunConfig(
-        method=method,
-        stream=stream,
-        size=STREAMS[stream],
-        requests=args.requests,
-        seed=args.seed,
-        guards=guards,
-        recipe={} if args.full_recipe else dict(FAST_RECIPE),
-        out=args.out,
-        store=args.store,
-        logger="none",
-        hardware=Hardware(accelerator=args.accelerator),
-    )
-    start = time.perf_counter()
-    result = Runner(config).run()
-    summary = result.summary
-    rows = [row["method"] for row in result.rows if row.get("status", "ok") == "ok"]
+def _row_name(entry) -> str:
+    if isinstance(entry, str):
+        return entry
+    return "+".join([entry["method"], *entry.get("guards", [])])
+
+
+def result_row(cell) -> dict:
+    """The comparison's columns for one finished suite cell, read from its run directory."""
+    summary = json.loads((cell.run_dir / "summary.json").read_text())
+    rows = [json.loads(line) for line in (cell.run_dir / "metrics.jsonl").read_text().splitlines()]
+    scores = [row["method"] for row in rows if row.get("status", "ok") == "ok"]
     oracle_change = None
     if summary.get("forward_failure_vs_oracle") is not None:
         oracle_change = summary["forward_failure"] - summary["forward_failure_vs_oracle"]
     return {
-        "stream": stream,
-        "row": "+".join([method, *guards]),
-        "status": summary.get("status", "complete"),
+        "stream": cell.config.stream,
+        "row": "+".join([cell.config.method, *cell.config.guards]),
+        "status": cell.status.removeprefix("already "),
         "final_gap": summary.get("final", {}).get("gap"),
         "mean_gap": summary.get("mean_gap"),
         "forward_failure": summary.get("forward_failure"),
         "forward_failure_oracle": oracle_change,
         "backward_failure_max": summary.get("backward_failure_max"),
-        "rte_s": float(np.mean([r["rte_s"] for r in rows])) if rows else None,
-        "prepare_s": float(np.mean([r["prepare_s"] for r in rows])) if rows else None,
-        "wall_s": time.perf_counter() - start,
-        "run_dir": str(result.run_dir),
+        "rte_s": float(np.mean([r["rte_s"] for r in scores])) if scores else None,
+        "prepare_s": float(np.mean([r["prepare_s"] for r in scores])) if scores else None,
+        "wall_s": cell.seconds,
+        "run_dir": str(cell.run_dir),
     }
 
 
@@ -101,29 +81,25 @@ def table(results: list[dict]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("runs/benchmarks-continual"))
-    parser.add_argument("--store", type=Path, default=None, help="model store (default OUT/store)")
-    parser.add_argument("--requests", type=int, default=5)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--accelerator", default="cpu")
+    parser.add_argument("--out", type=Path, default=None, help="folder of run directories (default: the suite's)")
     parser.add_argument("--full-recipe", action="store_true", help="digits' own 30-epoch pretraining/oracle recipe")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (1 is fastest on a shared box)")
     parser.add_argument("--only", nargs="*", default=None, help="row names to run (e.g. loft rl+orthogonal)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    results = []
-    for stream in STREAMS:
-        for method, guards in ROWS:
-            name = "+".join([method, *guards])
-            if args.only and name not in args.only:
-                continue
-            results.append(run_row(method, guards, stream, args))
-            r = results[-1]
-            print(f"done {stream:9s} {name:28s} gap {_fmt(r['final_gap'])} in {r['wall_s']:.0f}s", flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "continual.json").write_text(json.dumps(results, indent=2))
-    (args.out / "continual.md").write_text(table(results) + "\n")
+    suite = load_suite(SUITE)
+    if args.full_recipe:
+        suite["common"].pop("recipe")
+    if args.only:
+        suite["methods"] = [entry for entry in suite["methods"] if _row_name(entry) in args.only]
+    result = run_suite(suite, out=args.out)
+    results = [result_row(cell) for cell in result.cells if cell.status != "failed"]
+    out = result.cells[0].run_dir.parent
+    (out / "continual.json").write_text(json.dumps(results, indent=2))
+    (out / "continual.md").write_text(table(results) + "\n")
     print(table(results))
+    for cell in result.failed:
+        print(f"failed: {cell.run_dir.name}: {cell.error}")
 
 
 if __name__ == "__main__":

@@ -11,14 +11,20 @@ import pytest
 import yaml
 
 from unlearnbench.cli import main
-from unlearnbench.report.leaderboard import ORACLE_LABEL, build_leaderboard, collect_runs
+from unlearnbench.report.leaderboard import ORACLE_LABEL, build_groups, build_leaderboard, collect_runs
 
 KEYS = ("forget_acc", "forget_test_acc", "retain_acc", "test_acc", "mia_member_rate")
 T = 3
 
 
 def fake_run(
-    root: Path, method: str, seed: int, rng: np.random.Generator, done: int = T, status: str | None = "complete"
+    root: Path,
+    method: str,
+    seed: int,
+    rng: np.random.Generator,
+    done: int = T,
+    status: str | None = "complete",
+    guards: list[dict] | None = None,
 ) -> Path:
     """A run directory as the runner writes it, with random numbers; `done` requests, `status` in summary.json
     (None: no summary.json, i.e. unfinished)."""
@@ -35,7 +41,10 @@ def fake_run(
         "recipe": {"epochs": 4},
         "precision": "32-true",
     }
-    path = root / f"{method}-classwise-digits-smallcnn-T{T}-seed{seed}-abcd{seed}"
+    if guards:
+        identity["guards"] = guards
+    name = "+".join([method, *(name for guard in guards or [] for name in guard)])
+    path = root / f"{name}-classwise-digits-smallcnn-T{T}-seed{seed}-abcd{seed}"
     path.mkdir(parents=True)
     (path / "config.yaml").write_text(yaml.safe_dump(identity))
     (path / "manifest.json").write_text("{}")
@@ -138,6 +147,20 @@ def test_best_entries_follow_the_oracle_or_the_direction(runs, tmp_path):
     fastest = min(scored, key=lambda e: e.cells["rte_s"].mean)
     assert "rte_s" in fastest.best
     assert sum("rte_s" in e.best for e in group.entries) == 1
+
+
+def test_guarded_runs_are_a_row_of_their_own(tmp_path):
+    """rl and rl + orthogonal of the same seed are two methods, never one row with n = 2."""
+    rng = np.random.default_rng(3)
+    root = tmp_path / "runs"
+    plain = fake_run(root, "rl", 0, rng)
+    guarded = fake_run(root, "rl", 0, rng, guards=[{"orthogonal": {"rank": 3}}])
+    (group,) = build_groups(collect_runs(root))
+    rows = {entry.label: entry for entry in group.entries}
+    assert set(rows) == {"rl", "rl+orthogonal"}
+    assert rows["rl"].cells["gap"].n == rows["rl+orthogonal"].cells["gap"].n == 1
+    assert rows["rl"].cells["gap"].mean == pytest.approx(expected_values(plain)["gap"])
+    assert rows["rl+orthogonal"].cells["gap"].mean == pytest.approx(expected_values(guarded)["gap"])
 
 
 def test_unfinished_and_diverged_runs_are_shown(runs, tmp_path):

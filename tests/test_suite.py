@@ -13,7 +13,7 @@ from unlearnbench.cli import main
 from unlearnbench.console import Reporter
 from unlearnbench.report.leaderboard import ORACLE_LABEL
 from unlearnbench.runner import Runner
-from unlearnbench.suite import expand_suite, run_suite
+from unlearnbench.suite import SuiteError, expand_suite, run_suite
 
 #: Cheaper than conftest's FAST_RECIPE: these tests count trained models, not their accuracy.
 RECIPE = {"epochs": 2, "batch_size": 128, "lr": 0.1}
@@ -191,3 +191,104 @@ def test_a_bad_shard_is_refused(text):
 
     with pytest.raises(SuiteError, match="i/n"):
         parse_shard(text)
+
+
+def test_a_suite_runs_guarded_methods_beside_unguarded_ones(tmp_path):
+    """`guards:` in a setting or a method's long form gives the same runs as `run --guard`."""
+    suite = tiny_suite(
+        tmp_path,
+        methods=[
+            {"finetune": {"epochs": 1}},
+            {"method": "finetune", "args": {"epochs": 1}, "guards": [{"shrink_perturb": {"shrink": 0.5}}]},
+        ],
+    )
+    configs = expand_suite(suite)
+    assert [(c.guards, c.guard_args) for c in configs] == [
+        ([], {}),
+        (["shrink_perturb"], {"shrink_perturb": {"shrink": 0.5}}),
+    ]
+    result = run_suite(suite)
+    assert [cell.status for cell in result.cells] == ["complete", "complete"]
+    names = sorted(cell.run_dir.name.split("-")[0] for cell in result.cells)
+    assert names == ["finetune", "finetune+shrink_perturb"]
+    guarded = yaml.safe_load((result.cells[1].run_dir / "config.yaml").read_text())
+    assert guarded["guards"][0]["shrink_perturb"]["shrink"] == 0.5
+    (group,) = result.leaderboard.groups
+    assert sorted(entry.label for entry in group.entries) == ["finetune", "finetune+shrink_perturb"]
+
+
+def test_a_settings_guards_apply_to_its_methods_and_a_methods_own_replace_them(tmp_path):
+    suite = tiny_suite(
+        tmp_path,
+        common={"requests": 2, "guards": ["orthogonal"]},
+        methods=["finetune", {"method": "ga", "guards": []}],
+    )
+    assert [c.guards for c in expand_suite(suite)] == [["orthogonal"], []]
+    with pytest.raises(SuiteError, match="`guards` of `common` must be a list"):
+        expand_suite(tiny_suite(tmp_path, common={"guards": "orthogonal"}))
+
+
+#: A value other than the default for every `run` option; the test below fails for an option missing here.
+OPTION_VALUES = {
+    "method": "ga",
+    "stream": "random",
+    "dataset": "cifar10",
+    "data_dir": "some/data",
+    "download": True,
+    "arch": "resnet18",
+    "requests": 3,
+    "size": 2,  # with the default 5 requests: 10 of digits' 10 classes, so the suite sets requests beside it
+    "seed": 4,
+    "oracle": "none",
+    "out": "elsewhere",
+    "store": "a-store",
+    "save_logits": True,
+    "accelerator": "cpu",
+    "devices": 2,
+    "strategy": "ddp",
+    "num_nodes": 2,
+    "precision": "bf16-mixed",
+    "logger": "none",
+    "recipe": {"epochs": 3, "lr": 0.2, "batch_size": 32, "momentum": 0.8, "weight_decay": 0.0},
+    "guards": ["orthogonal"],
+}
+#: `run` options that are not a cell's: the suite file is the config, a cell's run directory is named
+#: by its identity, and `--quiet` belongs to the `suite` command.
+NOT_PER_CELL = {"config", "run_dir", "quiet"}
+#: Every recipe key, so that any (dataset, arch) resolves in a suite without a recipe file.
+FULL_RECIPE = {"epochs": 2, "lr": 0.1, "batch_size": 128, "momentum": 0.9, "weight_decay": 5e-4}
+
+
+def _option_value(config, option: str):
+    return getattr(config.hardware, option) if hasattr(config.hardware, option) else getattr(config, option)
+
+
+def test_every_run_option_is_a_suite_key_with_the_same_identity(tmp_path):
+    """Introspects `run`'s parser: each option, on the command line or in a suite cell, resolves alike."""
+    from unlearnbench.cli import parse_run_args, run_config, run_parser
+    from unlearnbench.suite_check import check_suite, resolve_run
+
+    parser = run_parser("rl", ["orthogonal"])
+    options = {action.dest for action in parser._actions if action.option_strings and "." not in action.dest}
+    options -= {"help", "print_config", "rl", "orthogonal"}  # the method's and guard's argument groups
+    assert options - NOT_PER_CELL == set(OPTION_VALUES), "give the new option a value in OPTION_VALUES"
+    for option, value in OPTION_VALUES.items():
+        text = value if isinstance(value, str) else json.dumps(value)
+        argv = ["--method", "rl", "--out", str(tmp_path / "runs"), "--recipe", json.dumps(FULL_RECIPE)]
+        argv += [f"--{option}", str(tmp_path / text) if option in ("out", "store") else text]
+        suite = {"out": str(tmp_path / "runs"), "common": {"recipe": FULL_RECIPE}, "methods": ["rl"]}
+        if option == "method":
+            suite["methods"] = [value]
+        elif option == "seed":
+            suite["seeds"] = [value]
+        elif option in ("stream", "size", "requests"):
+            suite["streams"] = [{option: value, "requests": OPTION_VALUES["requests"]}]
+            argv += ["--requests", str(OPTION_VALUES["requests"])]
+        elif option in ("out", "store"):
+            suite[option] = str(tmp_path / value)
+        else:
+            suite["common"] = {**suite["common"], option: value}
+        cli_config = run_config(parse_run_args(argv))
+        (cell,) = check_suite(suite)
+        assert _option_value(cell.config, option) == _option_value(cli_config, option), option
+        assert (cell.identity, cell.run_dir) == resolve_run(cli_config), option

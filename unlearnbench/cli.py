@@ -10,10 +10,14 @@ from __future__ import annotations
 import sys
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 from jsonargparse import ActionConfigFile, ArgumentParser
 from jsonargparse import ArgumentError as JsonArgumentError
+
+if TYPE_CHECKING:  # the CLI imports the package lazily, so that `--help` and `list` stay instant
+    from unlearnbench.config import RunConfig
 
 EXIT_USAGE = 2
 EXIT_DIVERGED = 3
@@ -135,29 +139,11 @@ def run_parser(method: str | None, guards: list[str] = ()) -> ArgumentParser:
     return parser
 
 
-def cmd_run(argv: list[str]) -> int:
-    from unlearnbench.config import ConfigError, Hardware, RunConfig
-    from unlearnbench.registry import METHODS
+def run_config(args) -> RunConfig:
+    """The `RunConfig` of parsed `run` options (the suite builds the same from a cell's keys)."""
+    from unlearnbench.config import Hardware, RunConfig
 
-    method = _chosen_method(argv)
-    if method is not None and method not in METHODS:
-        raise UsageError(f"unknown method {method!r}; choose one of: {', '.join(METHODS.names())}")
-    guards, argv = _chosen_guards(argv)
-    from unlearnbench.registry import GUARDS
-
-    for guard in guards:
-        if guard not in GUARDS:
-            raise UsageError(f"unknown guard {guard!r}; choose one of: {', '.join(GUARDS.names())}")
-    parser = run_parser(method, guards)
-    try:
-        args = parser.parse_args(argv)
-    except JsonArgumentError as error:
-        raise UsageError(str(error)) from error
-    from unlearnbench.console import Reporter
-    from unlearnbench.rundir import UntrustedCheckpointError
-    from unlearnbench.runner import Runner
-
-    config = RunConfig(
+    return RunConfig(
         method=args.method,
         stream=args.stream,
         dataset=args.dataset,
@@ -179,6 +165,36 @@ def cmd_run(argv: list[str]) -> int:
         logger=args.logger,
         hardware=Hardware(args.accelerator, args.devices, args.strategy, args.num_nodes, args.precision),
     )
+
+
+def parse_run_args(argv: list[str]):
+    """`run`'s command line (and --config files) parsed; raises UsageError for bad input."""
+    from unlearnbench.registry import METHODS
+
+    method = _chosen_method(argv)
+    if method is not None and method not in METHODS:
+        raise UsageError(f"unknown method {method!r}; choose one of: {', '.join(METHODS.names())}")
+    guards, argv = _chosen_guards(argv)
+    from unlearnbench.registry import GUARDS
+
+    for guard in guards:
+        if guard not in GUARDS:
+            raise UsageError(f"unknown guard {guard!r}; choose one of: {', '.join(GUARDS.names())}")
+    parser = run_parser(method, guards)
+    try:
+        return parser.parse_args(argv)
+    except JsonArgumentError as error:
+        raise UsageError(str(error)) from error
+
+
+def cmd_run(argv: list[str]) -> int:
+    from unlearnbench.config import ConfigError
+    from unlearnbench.console import Reporter
+    from unlearnbench.rundir import UntrustedCheckpointError
+    from unlearnbench.runner import Runner
+
+    args = parse_run_args(argv)
+    config = run_config(args)
     reporter = Reporter(quiet=args.quiet)
     try:
         runner = Runner(config, reporter)

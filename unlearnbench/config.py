@@ -101,7 +101,8 @@ class RunConfig:
             "method": self.method,
             "method_args": method_hparams,
             "stream": self.stream,
-            "size": size,
+            # `--size 2` parses as 2.0 and a YAML `size: 2` as 2: one run, so one name
+            "size": int(size) if float(size).is_integer() else float(size),
             "requests": self.requests,
             "dataset": self.dataset,
             "arch": self.arch,

@@ -20,9 +20,11 @@ common:                    # any `unlearnbench run` option, for every cell
 settings:                  # default: one setting, `common` itself
   - {dataset: cifar100, arch: vgg16_bn}    # the keys of `common`, overriding it for this part
   - {dataset: digits, recipe: {lr: 0.1}}   # of the grid; `recipe` merges key by key
+  guards: [orthogonal]     # plasticity guards for every method of the setting: names or {name: {arguments}}
 methods:                   # a name, or {name: {hyperparameters}}; a name may appear twice
   - finetune
   - ga: {epochs: 3, lr: 0.005}
+  - {method: rl, args: {lr: 0.02}, guards: [{shrink_perturb: {shrink: 0.5}}]}  # long form: own guards
 streams:                   # a kind, or {stream: kind, size: ..., requests: ...} (overrides both)
   - {stream: classwise, size: 1}
   - {stream: random, size: 0.05}
@@ -69,6 +71,7 @@ COMMON_KEYS = {
     "recipe",
     "save_logits",
     "logger",
+    "guards",
 } | HARDWARE_KEYS
 STREAM_KEYS = {"stream", "size", "requests"}
 
@@ -87,7 +90,20 @@ def load_suite(path: Path) -> dict:
     return data
 
 
-def _methods(spec: Any) -> list[tuple[str, dict]]:
+METHOD_ENTRY_KEYS = {"method", "args", "guards"}
+
+
+@dataclass(frozen=True)
+class MethodEntry:
+    """One `methods` entry: a method, its hyperparameters, and its own guards (None: the setting's)."""
+
+    name: str
+    args: dict
+    guards: tuple[str, ...] | None = None
+    guard_args: dict | None = None
+
+
+def _methods(spec: Any) -> list[MethodEntry]:
     if isinstance(spec, dict):
         spec = [{name: args} for name, args in spec.items()]
     if not isinstance(spec, list) or not spec:
@@ -95,15 +111,50 @@ def _methods(spec: Any) -> list[tuple[str, dict]]:
     methods = []
     for item in spec:
         if isinstance(item, str):
-            methods.append((item, {}))
+            methods.append(MethodEntry(item, {}))
+        elif isinstance(item, dict) and "method" in item:
+            unknown = sorted(set(item) - METHOD_ENTRY_KEYS)
+            if unknown:
+                raise SuiteError(
+                    f"unknown key(s) {', '.join(unknown)} in a `methods` entry; valid: "
+                    f"{', '.join(sorted(METHOD_ENTRY_KEYS))}"
+                )
+            args = item.get("args") or {}
+            if not isinstance(args, dict):
+                raise SuiteError(f"`args` of method {item['method']!r} must be a mapping, got {args!r}")
+            guards = _guards(item["guards"], f"method {item['method']!r}") if "guards" in item else (None, None)
+            methods.append(MethodEntry(str(item["method"]), dict(args), *guards))
         elif isinstance(item, dict) and len(item) == 1:
             name, args = next(iter(item.items()))
             if args is not None and not isinstance(args, dict):
                 raise SuiteError(f"hyperparameters of method {name!r} must be a mapping, got {args!r}")
-            methods.append((str(name), dict(args or {})))
+            methods.append(MethodEntry(str(name), dict(args or {})))
         else:
-            raise SuiteError(f"a `methods` entry must be a name or {{name: {{hyperparameters}}}}, got {item!r}")
+            raise SuiteError(
+                f"a `methods` entry must be a name, {{name: {{hyperparameters}}}} or {{method: name, args: ..., "
+                f"guards: ...}}, got {item!r}"
+            )
     return methods
+
+
+def _guards(spec: Any, where: str) -> tuple[tuple[str, ...], dict]:
+    """`guards:` as on the command line: names in the order they apply, each optionally {name: {arguments}}."""
+    if spec is None:
+        return (), {}
+    if not isinstance(spec, list):
+        raise SuiteError(f"`guards` of {where} must be a list of guard names or {{name: {{arguments}}}}, got {spec!r}")
+    names, args = [], {}
+    for item in spec:
+        if isinstance(item, str):
+            names.append(item)
+        elif isinstance(item, dict) and len(item) == 1 and isinstance(next(iter(item.values())) or {}, dict):
+            name, values = next(iter(item.items()))
+            names.append(str(name))
+            if values:
+                args[str(name)] = dict(values)
+        else:
+            raise SuiteError(f"a `guards` entry of {where} must be a name or {{name: {{arguments}}}}, got {item!r}")
+    return tuple(names), args
 
 
 def _streams(spec: Any) -> list[dict]:
@@ -135,7 +186,10 @@ def _options(spec: Any, where: str) -> dict:
         raise SuiteError(f"unknown key(s) {', '.join(unknown)} in {where}; valid: {', '.join(sorted(COMMON_KEYS))}")
     if "recipe" in spec and not isinstance(spec["recipe"], dict):
         raise SuiteError(f"`recipe` in {where} must be a mapping of recipe keys")
-    return dict(spec)
+    options = dict(spec)
+    if "guards" in options:
+        options["guards"], options["guard_args"] = _guards(options["guards"], where)
+    return options
 
 
 def _settings(spec: Any, common: dict) -> list[dict]:
@@ -193,12 +247,15 @@ def suite_grid(suite: dict, out: Path | None = None, logger: str | None = None) 
             run_keys["data_dir"] = Path(run_keys["data_dir"])
         for s, stream in enumerate(streams, start=1):
             for seed in seeds:
-                for m, (method, args) in enumerate(methods, start=1):
+                for m, entry in enumerate(methods, start=1):
                     values = {**run_keys, **stream}
+                    if entry.guards is not None:
+                        values |= {"guards": entry.guards, "guard_args": entry.guard_args}
+                    values["guards"] = list(values.get("guards", ()))
                     config = RunConfig(
-                        method=method,
+                        method=entry.name,
                         seed=seed,
-                        method_args=dict(args),
+                        method_args=dict(entry.args),
                         out=out_dir,
                         store=Path(store) if store else None,
                         hardware=hardware,

@@ -59,7 +59,12 @@ def check_suite(suite: dict, out: Path | None = None, logger: str | None = None)
 
 
 def _resolve(item: GridConfig) -> Cell:
-    config = item.config
+    identity, run_dir = resolve_run(item.config)
+    return Cell(item.position, item.config, identity, run_dir)
+
+
+def resolve_run(config: RunConfig) -> tuple[dict, Path]:
+    """A run's identity and run directory, as its `Runner` will compute them; loads and writes nothing."""
     config.validate()
     _check_run_options(config)
     method_class = METHODS.get(config.method)
@@ -77,7 +82,7 @@ def _resolve(item: GridConfig) -> Cell:
     identity = config.identity(dict(method.hparams), recipe.as_dict(), size)
     run_dir = config.run_path(identity)
     RunDirectory(run_dir).check(identity)  # reads an existing run's config.yaml, if any
-    return Cell(item.position, config, identity, run_dir)
+    return identity, run_dir
 
 
 def _is_int(value: object) -> bool:
@@ -189,13 +194,14 @@ def check_report(source: str, cells: list[Cell], shard: tuple[int, int] | None =
     for i, cell in numbered:
         config = cell.config
         args = ", ".join(f"{k}={v}" for k, v in config.method_args.items())
+        method = "+".join([config.method, *config.guards])
         rows.append(
             (
                 str(i),
                 f"{cell.position[0]} {config.dataset}/{config.arch}",
                 f"{config.stream}:{cell.identity['size']} T={config.requests}",
                 str(config.seed),
-                f"{config.method}({args})" if args else config.method,
+                f"{method}({args})" if args else method,
                 cell.run_dir.name,
             )
         )

@@ -306,9 +306,20 @@ def _recipe_hash(identity: dict) -> str:
 
 
 def _variant_key(identity: dict) -> str:
-    """What distinguishes two rows of the same method: its hyperparameters, oracle and precision."""
-    payload = {k: identity.get(k) for k in ("method_args", "oracle", "precision")}
+    """What distinguishes two rows of one table: the whole identity except the seed.
+
+    The seed is what a row averages over; anything else that differs (hyperparameters, guards and
+    their arguments, oracle, precision, ...) is another variant, so a guarded run never shares a
+    row, a mean or an n with an unguarded run of the same method and seed.
+    """
+    payload = {k: v for k, v in identity.items() if k != "seed"}
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:6]
+
+
+def _variant_name(identity: dict) -> str:
+    """The method, joined by its guards in the order they were applied: `rl+orthogonal`."""
+    guards = [name for guard in identity.get("guards") or [] for name in guard]
+    return "+".join([identity["method"], *guards])
 
 
 def _group_title(identity: dict) -> str:
@@ -352,11 +363,11 @@ def build_groups(runs: list[RunRecord]) -> list[Group]:
 def _build_group(key: tuple, title: str, runs: list[RunRecord]) -> Group:
     variants: dict[tuple[str, str], list[RunRecord]] = {}
     for run in sorted(runs, key=lambda r: (r.identity.get("method"), r.identity.get("seed", 0), str(r.path))):
-        variants.setdefault((run.identity["method"], _variant_key(run.identity)), []).append(run)
-    methods = [m for m, _ in variants]
+        variants.setdefault((_variant_name(run.identity), _variant_key(run.identity)), []).append(run)
+    names = [name for name, _ in variants]
     entries = []
-    for (method, variant), method_runs in variants.items():
-        label = method if methods.count(method) == 1 else f"{method} [{variant}]"
+    for (name, variant), method_runs in variants.items():
+        label = name if names.count(name) == 1 else f"{name} [{variant}]"
         entry = Entry(label, method_runs)
         complete = [run for run in method_runs if run.status == "complete"]
         values = [run.method_values() for run in complete]
