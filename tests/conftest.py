@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 from pathlib import Path
 
@@ -38,3 +39,26 @@ def tiny_config(out: Path, store: Path, method: str, stream: str = "classwise", 
 
 def run_tiny(out: Path, store: Path, method: str, stream: str = "classwise", **overrides):
     return Runner(tiny_config(out, store, method, stream, **overrides)).run()
+
+
+@pytest.fixture
+def no_datasets(monkeypatch):
+    """Registered datasets that raise when loaded; their static attributes (`known_size`) stay."""
+    original = DATASETS.get
+
+    def get(name: str):
+        factory = original(name)
+
+        def load(*args, **kwargs):
+            raise AssertionError(f"dataset {name} was loaded")
+
+        return functools.update_wrapper(load, factory)
+
+    monkeypatch.setattr(DATASETS, "get", get)
+
+
+@pytest.fixture
+def empty_cwd(tmp_path, monkeypatch) -> Path:
+    """A fresh current directory: the suites' relative `out`, `store` and `data_dir` land here, if anywhere."""
+    monkeypatch.chdir(tmp_path)
+    return tmp_path

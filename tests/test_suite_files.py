@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import math
 from pathlib import Path
 
@@ -17,29 +16,6 @@ from unlearnbench.suite_check import check_suite, grid_summary, models_to_train
 ROOT = Path(__file__).resolve().parent.parent
 #: Every YAML file under benchmarks/ is a suite.
 SUITE_FILES = sorted(ROOT.glob("benchmarks/**/*.yaml"))
-
-
-@pytest.fixture
-def no_datasets(monkeypatch):
-    """Registered datasets that raise when loaded; their static attributes (`known_size`) stay."""
-    original = DATASETS.get
-
-    def get(name: str):
-        factory = original(name)
-
-        def load(*args, **kwargs):
-            raise AssertionError(f"dataset {name} was loaded")
-
-        return functools.update_wrapper(load, factory)
-
-    monkeypatch.setattr(DATASETS, "get", get)
-
-
-@pytest.fixture
-def empty_cwd(tmp_path, monkeypatch) -> Path:
-    """A fresh current directory: the suites' relative `out`, `store` and `data_dir` land here, if anywhere."""
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
 
 
 def test_the_seed_paper_suites_are_there():
