@@ -7,6 +7,7 @@ signature: `unlearnbench run --method salun --salun.ratio 0.3`, or in a `--confi
 
 from __future__ import annotations
 
+import logging
 import sys
 import warnings
 from pathlib import Path
@@ -274,6 +275,10 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", message=r".*(LeafSpec|does not have many workers|smaller than the logging).*")
+    # Lightning's INFO lines (GPU available, TPU used, ...) on every fit of every request bury the run's own
+    # output. Set here, by the command, never at import: a library user keeps their logging configuration.
+    for name in ("lightning", "lightning.pytorch", "lightning.fabric"):
+        logging.getLogger(name).setLevel(logging.WARNING)
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE, end="")
         return 0 if argv else EXIT_USAGE

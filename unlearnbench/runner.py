@@ -9,7 +9,6 @@ uninterrupted one.
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass, replace
 from functools import partial
@@ -43,9 +42,6 @@ from unlearnbench.step_loss import StepLossLogger
 from unlearnbench.store import ModelSpec, ModelStore
 from unlearnbench.streams.base import Request, RequestStream, StreamError
 from unlearnbench.training import Recipe, build_model, train_from_scratch
-
-for _name in ("lightning", "lightning.pytorch", "lightning.fabric"):
-    logging.getLogger(_name).setLevel(logging.WARNING)
 
 
 def derived_seed(*parts: int) -> int:
