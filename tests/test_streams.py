@@ -36,6 +36,17 @@ def test_forget_sets_are_disjoint_and_retain_is_the_rest(digits, kind):
         assert set(request.retain.tolist()) == all_train - seen
 
 
+@pytest.mark.parametrize("kind", STREAMS.names())
+def test_a_kind_declares_what_its_requests_are(digits, kind):
+    """`class_based` says whether requests name their classes; the kind, not its name, decides that."""
+    stream_kind = STREAMS.get(kind)()
+    stream = RequestStream(digits, kind, 3, SIZES[kind], seed=1)
+    assert all((request.forget_classes is not None) == stream_kind.class_based for request in stream.requests)
+    assert all((len(request.test_forget) > 0) == stream_kind.class_based for request in stream.requests)
+    description = stream_kind.describe_size(SIZES[kind])
+    assert f"{SIZES[kind] * (1 if stream_kind.class_based else 100):g}" in description and "per request" in description
+
+
 def test_classwise_forgets_whole_classes_and_splits_test_by_class(digits):
     stream = RequestStream(digits, "classwise", 3, 2, seed=0)
     labels, test_labels = digits.train.labels.numpy(), digits.test.labels.numpy()

@@ -167,7 +167,7 @@ def recompute_from_run_directory(path: Path) -> list[dict]:
     manifest = json.loads((path / "manifest.json").read_text())
     labels = np.load(path / "labels.npz")
     train_labels, test_labels = labels["train"], labels["test"]
-    classwise = manifest["kind"] == "classwise"
+    classwise = manifest["requests"][0].get("forget_classes") is not None  # as live: the request names its classes
     forget_sets = [np.asarray(r["forget"], dtype=np.int64) for r in manifest["requests"]]
     T = len(forget_sets)
     logits = []

@@ -44,6 +44,7 @@ import yaml
 
 from unlearnbench.evaluation.keys import METRIC_KEYS
 from unlearnbench.evaluation.scoring import stream_summary
+from unlearnbench.registry import STREAMS
 from unlearnbench.report.plots import read_geometry, read_history, write_group_plots
 
 
@@ -323,12 +324,9 @@ def _variant_name(identity: dict) -> str:
 
 
 def _group_title(identity: dict) -> str:
-    size = identity.get("size")
-    if identity.get("stream") == "classwise":
-        plural = "class" if size == 1 else "classes"
-        what = f"{size:g} {plural} per request" if isinstance(size, int | float) else f"size {size}"
-    else:
-        what = f"{100 * size:g}% of train per request" if isinstance(size, int | float) else f"size {size}"
+    size, kind = identity.get("size"), identity.get("stream")
+    known = isinstance(size, int | float) and kind in STREAMS
+    what = STREAMS.get(kind)().describe_size(size) if known else f"size {size}"
     return (
         f"{identity.get('dataset')} · {identity.get('arch')} · {identity.get('stream')} "
         f"({what}, T={identity.get('requests')})"

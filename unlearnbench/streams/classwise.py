@@ -14,6 +14,10 @@ class Classwise:
 
     default_size = 1
     size_meaning = "classes per request"
+    class_based = True
+
+    def describe_size(self, size: float) -> str:
+        return f"{size:g} {'class' if size == 1 else 'classes'} per request"
 
     def validate(self, num_train: int, num_classes: int, num_requests: int, size: float) -> None:
         if size != int(size) or size < 1:

@@ -25,6 +25,13 @@ class StreamKind(Protocol):
 
     default_size: float
     size_meaning: str
+    #: Whether a request forgets whole classes: then the test images of those classes are "forgotten"
+    #: too (forget_test_acc) and retained-class test images are the non-members of the attacks.
+    class_based: bool
+
+    def describe_size(self, size: float) -> str:
+        """`size` in words, as a table title says it (`1 class per request`)."""
+        ...
 
     def validate(self, num_train: int, num_classes: int, num_requests: int, size: float) -> None: ...
 

@@ -14,6 +14,10 @@ class RandomSamples:
 
     default_size = 0.01
     size_meaning = "fraction of the original train set per request"
+    class_based = False
+
+    def describe_size(self, size: float) -> str:
+        return f"{100 * size:g}% of train per request"
 
     def _count(self, num_train: int, size: float) -> int:
         return max(1, round(size * num_train))
