@@ -10,7 +10,8 @@ import pytest
 
 from tests.conftest import tiny_config
 from unlearnbench.cli import main
-from unlearnbench.loggers import STATE_FILE, WANDB_DIRS
+from unlearnbench.loggers import STATE_FILE
+from unlearnbench.loggers.wandb import WANDB_DIRS
 from unlearnbench.runner import Runner
 
 WANDB_ENV = ("WANDB_MODE", "WANDB_API_KEY", "WANDB_DIR", "WANDB_SILENT", "WANDB_PROJECT", *WANDB_DIRS)

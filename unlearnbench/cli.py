@@ -226,12 +226,12 @@ def cmd_list(argv: list[str]) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from unlearnbench.registry import ARCHS, DATASETS, GUARDS, METHODS, STREAMS
+    from unlearnbench.registry import ARCHS, DATASETS, GUARDS, LOGGERS, METHODS, STREAMS
 
     if argv:
         raise UsageError(f"list takes no arguments, got {' '.join(argv)}")
     console = Console()
-    for registry in (METHODS, GUARDS, STREAMS, DATASETS, ARCHS):
+    for registry in (METHODS, GUARDS, STREAMS, DATASETS, ARCHS, LOGGERS):
         table = Table(title=f"{registry.kind}s", title_justify="left", show_header=False)
         for name, description in registry.catalog().items():
             table.add_row(name, description)

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Literal
 
-from unlearnbench.registry import ARCHS, DATASETS, GUARDS, METHODS, STREAMS, UnknownNameError
+from unlearnbench.registry import ARCHS, DATASETS, GUARDS, LOGGERS, METHODS, STREAMS, UnknownNameError
 from unlearnbench.training import Recipe
 
 
@@ -69,8 +69,8 @@ class RunConfig:
                 raise ConfigError(str(error)) from None
         if self.oracle not in ("retrain", "none"):
             raise ConfigError(f"unknown oracle {self.oracle!r}; choose one of: retrain, none")
-        if self.logger not in ("csv", "wandb", "none"):
-            raise ConfigError(f"unknown logger {self.logger!r}; choose one of: csv, wandb, none")
+        if self.logger not in LOGGERS:
+            raise ConfigError(f"unknown logger {self.logger!r}; choose one of: {', '.join(LOGGERS.names())}")
         unknown_recipe = sorted(set(self.recipe) - {f.name for f in fields(Recipe)})
         if unknown_recipe:
             raise ConfigError(

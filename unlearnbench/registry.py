@@ -1,4 +1,4 @@
-"""One small generic registry: methods, streams, datasets and archs are looked up by name.
+"""One small generic registry: methods, guards, streams, datasets, archs and loggers are looked up by name.
 
 Modelled on timm's model registry: a decorator registers a factory under a name with a one-line
 description (the first line of its docstring), `get` raises a `UnknownNameError` that names the valid
@@ -138,3 +138,4 @@ ARCHS: Registry = Registry("arch", "unlearnbench.models")
 STREAMS: Registry = Registry("stream", "unlearnbench.streams")
 METHODS: Registry = Registry("method", "unlearnbench.methods", entry_point_group="unlearnbench.methods")
 GUARDS: Registry = Registry("guard", "unlearnbench.guards")
+LOGGERS: Registry = Registry("logger", "unlearnbench.loggers")

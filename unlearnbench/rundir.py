@@ -112,5 +112,17 @@ class RunDirectory:
         arrays.update({f"oracle_{split}": logits for split, logits in (oracle or {}).items()})
         write_atomic(self.path / "logits" / f"t{t:03d}.npz", lambda f: np.savez_compressed(f, **arrays))
 
+    def record_session(self, first_request: int) -> None:
+        """Append this session (package version, git commit, device, start) to `provenance.json`."""
+        from unlearnbench.provenance import session_record
+
+        path = self.path / "provenance.json"
+        try:
+            sessions = json.loads(path.read_text()).get("sessions", [])
+        except (OSError, ValueError, AttributeError):
+            sessions = []
+        session = session_record(first_request)
+        write_json_atomic(path, {**session, "sessions": [*sessions, session]})
+
     def write_summary(self, summary: dict) -> None:
         write_json_atomic(self.path / "summary.json", summary)

@@ -237,6 +237,7 @@ class Runner:
             self.nodes.announce("start", config.requests + 1)
             return self._finish(rows, already_complete=True)
         self.nodes.announce("start", len(rows) + 1)
+        run_dir.record_session(len(rows) + 1)
         self.run_logger = open_run_logger(config.logger, run_dir.path, self.identity, run_dir.path.name, len(rows) + 1)
         self.geometry = GeometryRecorder(run_dir.path, config.requests)  # updates.f32 + geometry.csv
         self.reporter.start_run(run_dir.path.name, config.requests, done=len(rows))

@@ -400,7 +400,9 @@ class GeometryRecorder:
 
 
 def read_geometry_csv(path: Path) -> list[dict]:
-    """geometry.csv back as dicts (empty cell -> None, numbers parsed)."""
+    """geometry.csv back as dicts (empty cell -> None, numbers parsed); [] when the run has none."""
+    if not Path(path).exists():
+        return []
     with open(path, newline="") as f:
         return [
             {

@@ -35,17 +35,19 @@ import hashlib
 import io
 import json
 import math
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import yaml
 
+from unlearnbench.evaluation.geometry import read_geometry_csv
 from unlearnbench.evaluation.keys import METRIC_KEYS
 from unlearnbench.evaluation.scoring import stream_summary
+from unlearnbench.figures import read_history
+from unlearnbench.provenance import git_commit
 from unlearnbench.registry import STREAMS
-from unlearnbench.report.plots import read_geometry, read_history, write_group_plots
+from unlearnbench.report.plots import write_group_plots
 
 
 @dataclass(frozen=True)
@@ -209,7 +211,7 @@ def read_run(path: Path) -> RunRecord | None:
         error=_read_json(path / "error.json"),
         provenance=_read_json(path / "provenance.json") or {},
         history=read_history(path / "history.csv"),
-        geometry=read_geometry(path / "geometry.csv"),
+        geometry=read_geometry_csv(path / "geometry.csv"),
     )
 
 
@@ -411,26 +413,6 @@ def _mark_best(entries: list[Entry], oracle: Entry | None, columns: tuple[Column
 
 
 # --------------------------------------------------------------------------------------- provenance
-
-
-def git_commit() -> str | None:
-    """The commit of the checkout this package runs from (with `-dirty` for local changes), if any."""
-    root = Path(__file__).resolve().parents[2]
-    try:
-        commit = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, timeout=10
-        )
-        if commit.returncode != 0:
-            return None
-        dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-        return commit.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
-    except (OSError, subprocess.SubprocessError):
-        return None
 
 
 def provenance(runs: list[RunRecord], runs_dir: Path) -> dict:

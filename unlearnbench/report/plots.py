@@ -8,80 +8,17 @@
 
 from __future__ import annotations
 
-import csv
 import math
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def read_history(path: Path) -> np.ndarray | None:
-    """history.csv as a (requests done) x T float array, or None when absent."""
-    path = Path(path)
-    if not path.exists():
-        return None
-    with path.open(newline="") as f:
-        rows = [row for row in csv.reader(f)][1:]
-    if not rows:
-        return None
-    return np.array([[float(v) if v not in ("", "None") else math.nan for v in row[1:]] for row in rows])
-
-
-def read_geometry(path: Path) -> list[dict]:
-    """geometry.csv as dicts of floats (empty cells None); [] when absent."""
-    path = Path(path)
-    if not path.exists():
-        return []
-    entries = []
-    with path.open(newline="") as f:
-        for row in csv.DictReader(f):
-            entry = {}
-            for key, value in row.items():
-                try:
-                    entry[key] = float(value) if value not in ("", None) else None
-                except ValueError:
-                    entry[key] = None
-            if entry.get("t") is not None:
-                entry["t"] = int(entry["t"])
-                entries.append(entry)
-    return entries
-
-
-def history_heatmap_figure(history: np.ndarray, title: str):
-    """A heatmap of the history matrix: rows = after request t, columns = forget set F_s."""
-    plt = _pyplot()
-    rows, cols = history.shape
-    size = max(3.2, 0.55 * cols + 1.8)
-    figure, ax = plt.subplots(figsize=(size + 0.8, size * rows / max(cols, 1) + 0.6))
-    image = ax.imshow(history, vmin=0, vmax=100, cmap="viridis", aspect="auto")
-    for t in range(rows):
-        for s in range(cols):
-            value = history[t, s]
-            if math.isfinite(value):
-                color = "black" if value > 60 else "white"
-                ax.text(s, t, f"{value:.0f}", ha="center", va="center", fontsize=8, color=color)
-    ax.set_xticks(range(cols), [f"F{s + 1}" for s in range(cols)])
-    ax.set_yticks(range(rows), [f"t={t + 1}" for t in range(rows)])
-    ax.set_xlabel("forget set F_s")
-    ax.set_ylabel("after request t")
-    ax.set_title(title, fontsize=9)
-    figure.colorbar(image, ax=ax, label="accuracy (%)")
-    figure.tight_layout()
-    return figure
+from unlearnbench.figures import history_heatmap_figure, pyplot
 
 
 def _save(figure, path: Path) -> Path:
-    plt = _pyplot()
+    plt = pyplot()
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=110)
     plt.close(figure)
@@ -101,7 +38,7 @@ def _mean_curve(curves: Sequence[Sequence[float | None]]) -> np.ndarray:
 
 
 def _line_plot(series: dict[str, np.ndarray], ylabel: str, title: str, path: Path, dashed: Sequence[str] = ()) -> Path:
-    plt = _pyplot()
+    plt = pyplot()
     figure, ax = plt.subplots(figsize=(6.4, 3.8))
     for label, values in series.items():
         ts = np.arange(1, len(values) + 1)
