@@ -57,7 +57,7 @@ def test_request_scores_equal_an_independent_computation(digits, fixed_logits, k
     else:
         assert "forget_test_acc" not in scores
 
-    # The SVC attack, re-implemented from DESIGN §3 with the same seeded draws.
+    # The SVC attack, re-implemented from its definition in the README with the same seeded draws.
     rng = np.random.default_rng(5)
     member = _numpy_confidence(train, train_labels)[request.retain]
     nonmember = _numpy_confidence(test, test_labels)[request.test_retain]

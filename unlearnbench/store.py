@@ -1,4 +1,4 @@
-"""Content-addressed model store for pretrained models and oracles (DESIGN §2).
+"""Content-addressed model store for pretrained models and oracles (docs/architecture.md).
 
 An entry is keyed by a hash of (dataset, arch, training recipe, seed, sorted excluded indices),
 so every method on the same stream and seed shares the same oracles and a second run trains

@@ -1,4 +1,4 @@
-"""Update geometry (DESIGN §3): u_t on disk, per-layer norms, and ER/CO from the T x T Gram matrix.
+"""Update geometry (docs/diagnostics.md): u_t on disk, per-layer norms, and ER/CO from the T x T Gram matrix.
 
 What is stored
 --------------
@@ -31,7 +31,7 @@ What is computed (U = [u_1 … u_t] as columns, d x t)
 
 The per-request values after request t use the basis of the updates so far (u_1..u_t);
 `geometry.csv` is rewritten after every request with that basis, so the file left after request T
-holds DESIGN's definition with U = [u_1 … u_T].
+holds the published definition (docs/diagnostics.md) with U = [u_1 … u_T].
 
 Methods that do not train by gradient descent
 ---------------------------------------------

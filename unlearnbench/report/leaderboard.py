@@ -10,7 +10,7 @@ What a cell shows, per method, over the seeds whose run finished:
   request T (from `metrics.jsonl`);
 - mean_gap: the Avg.Gap averaged over the T requests;
 - forward failure: forget_acc at T minus at 1; backward failure: the largest drop-back
-  max over s < t of history[t][s] − history[s][s] (DESIGN §3); the oracle row shows its own values;
+  max over s < t of history[t][s] − history[s][s] (README, "What we measure"); the oracle row shows its own values;
 - rte_s: wall seconds of unlearning summed over the T requests;
 - `mean ± std` over seeds (std: sample standard deviation, ddof=1; none with one seed) and `n`, the
   number of seeds averaged.
