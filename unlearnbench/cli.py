@@ -285,9 +285,11 @@ def main(argv: list[str] | None = None) -> int:
     command, rest = argv[0], argv[1:]
     if command not in COMMANDS:
         _fail(f"unknown command {command!r}; choose one of: {', '.join(COMMANDS)}")
+    from unlearnbench.registry import PluginImportError
+
     try:
         return COMMANDS[command](rest)
-    except UsageError as error:
+    except (UsageError, PluginImportError) as error:
         _fail(str(error))
     return EXIT_USAGE
 

@@ -12,7 +12,7 @@ import importlib
 import importlib.util
 import pkgutil
 from collections.abc import Callable, Iterator
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Generic, TypeVar
 
@@ -21,6 +21,10 @@ T = TypeVar("T")
 
 class UnknownNameError(ValueError):
     """A name that no registry entry carries; the message lists the valid choices."""
+
+
+class PluginImportError(ValueError):
+    """A plugin's entry point that fails to import: one line naming the plugin and its error."""
 
 
 class Registry(Generic[T]):
@@ -59,20 +63,39 @@ class Registry(Generic[T]):
         return decorator
 
     def _load(self) -> None:
+        """The built-ins; plugins are imported one by one, when their name is asked for (`_load_plugin`)."""
         if self._loaded:
             return
         self._loaded = True
         package = importlib.import_module(self._package)
         for module in pkgutil.iter_modules(package.__path__):
             importlib.import_module(f"{self._package}.{module.name}")
-        if self._entry_point_group:
-            for entry_point in entry_points(group=self._entry_point_group):
-                self.register(entry_point.name)(entry_point.load())
+
+    def _plugins(self) -> dict[str, EntryPoint]:
+        """Entry points of the plugin group not shadowed by a built-in, by name (nothing imported)."""
+        if not self._entry_point_group:
+            return {}
+        return {ep.name: ep for ep in entry_points(group=self._entry_point_group) if ep.name not in self._entries}
+
+    def _load_plugin(self, entry_point: EntryPoint) -> T:
+        """Import one plugin. A broken plugin fails its own name only: every other name keeps working."""
+        try:
+            obj = entry_point.load()
+        except Exception as error:  # any error of foreign code at import: report it, never crash the CLI
+            detail = " ".join(f"{type(error).__name__}: {error}".split())
+            raise PluginImportError(
+                f"{self.kind} {entry_point.name!r} (plugin {entry_point.value}) failed to import: {detail}; "
+                f"fix or uninstall the plugin"
+            ) from error
+        return self.register(entry_point.name)(obj)
 
     def get(self, name: str) -> T:
         self._load()
         if name in self._entries:
             return self._entries[name]
+        plugin = self._plugins().get(name)
+        if plugin is not None:
+            return self._load_plugin(plugin)
         prefix, colon, rest = name.partition(":")
         if colon and prefix in self._prefixes:
             return self._prefixes[prefix](rest)
@@ -80,8 +103,9 @@ class Registry(Generic[T]):
         raise UnknownNameError(f"unknown {self.kind} {name!r}; choose one of: {', '.join(self.names())}{families}")
 
     def names(self) -> list[str]:
+        """Built-ins and installed plugins (a plugin is not imported to be named)."""
         self._load()
-        return sorted(self._entries)
+        return sorted({*self._entries, *self._plugins()})
 
     def describe(self, name: str) -> str:
         """First line of the registered object's docstring."""
@@ -92,8 +116,9 @@ class Registry(Generic[T]):
         """Name -> description of every entry, read from source without importing it.
 
         Importing the methods imports Lightning (seconds); `unlearnbench list` must stay instant,
-        so built-ins are found by parsing their `@X.register("name")` decorators and docstrings.
-        Plugins are imported, since only their entry point knows where they live.
+        so built-ins are found by parsing their `@X.register("name")` decorators and docstrings, and
+        a plugin's docstring is read from its module's source the same way. A plugin whose source
+        cannot be found or parsed is listed as broken, with the reason, instead of failing the list.
         """
         entries: dict[str, str] = {}
         for folder in importlib.util.find_spec(self._package).submodule_search_locations:
@@ -101,11 +126,11 @@ class Registry(Generic[T]):
                 for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
                     if isinstance(node, ast.ClassDef | ast.FunctionDef):
                         for name in _registered_names(node):
-                            entries[name] = (ast.get_docstring(node) or "").strip().split("\n")[0]
+                            entries[name] = _first_line(node)
         if self._entry_point_group:
             for entry_point in entry_points(group=self._entry_point_group):
                 if entry_point.name not in entries:
-                    entries[entry_point.name] = self.describe(entry_point.name)
+                    entries[entry_point.name] = _plugin_description(entry_point)
         return dict(sorted(entries.items()))
 
     def __contains__(self, name: object) -> bool:
@@ -119,6 +144,28 @@ class Registry(Generic[T]):
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
+
+
+def _first_line(node: ast.AST) -> str:
+    return (ast.get_docstring(node) or "").strip().split("\n")[0]
+
+
+def _plugin_description(entry_point: EntryPoint) -> str:
+    """`(plugin) <first docstring line>` from the plugin's source, or `BROKEN: <why>`; imports nothing of it."""
+    module_name, _, attribute = entry_point.value.partition(":")
+    try:
+        spec = importlib.util.find_spec(module_name.strip())
+        source = Path(spec.origin).read_text() if spec and spec.origin else None
+        if source is None:
+            return f"BROKEN: plugin module {module_name.strip()} not found"
+        tree = ast.parse(source)
+    except Exception as error:  # foreign code: a syntax error or a failing parent package is a broken plugin
+        return f"BROKEN: {' '.join(f'{type(error).__name__}: {error}'.split())}"
+    name = attribute.strip().split(".")[0]
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef | ast.FunctionDef) and node.name == name:
+            return f"(plugin {entry_point.value}) {_first_line(node)}".rstrip()
+    return f"(plugin {entry_point.value}) defined at run time"
 
 
 def _registered_names(node: ast.ClassDef | ast.FunctionDef) -> list[str]:

@@ -1,0 +1,106 @@
+"""Plugins through the `unlearnbench.methods` entry point: found without importing, one broken plugin breaks nothing else.
+
+Each test installs plugins the way pip leaves them for `importlib.metadata`: a `*.dist-info` folder
+with an `entry_points.txt`, beside the plugin's module, on the path of a fresh interpreter.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+GOOD = '''
+"""A plugin method."""
+import torch.nn.functional as F
+
+from unlearnbench.methods.base import UnlearningMethod
+from unlearnbench.streams.batches import BatchMode
+
+
+class PluginAscent(UnlearningMethod):
+    """Plugin GA: −CE on the forget set, from a separate package."""
+
+    batch_mode = BatchMode.FORGET
+
+    def loss(self, batch):
+        forget = batch["forget"]
+        return -F.cross_entropy(self(forget.x), forget.y)
+'''
+
+
+def install(site: Path, name: str, module_source: str, entry: str) -> None:
+    (site / f"{name}.py").write_text(textwrap.dedent(module_source))
+    info = site / f"{name}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[unlearnbench.methods]\n{entry}\n")
+
+
+def unlearnbench(site: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "COLUMNS": "250", "PYTHONPATH": os.pathsep.join([str(site), *sys.path])}
+    code = "import sys; from unlearnbench.cli import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, cwd=cwd)
+
+
+@pytest.fixture
+def site(tmp_path) -> Path:
+    folder = tmp_path / "site"
+    folder.mkdir()
+    install(folder, "good_plugin", GOOD, "plugin_ga = good_plugin:PluginAscent")
+    install(folder, "broken_plugin", "import a_module_nobody_has\n", "broken_one = broken_plugin:Whatever")
+    install(folder, "syntax_plugin", "def (:\n", "unparsable = syntax_plugin:Method")
+    return folder
+
+
+def test_list_names_every_plugin_and_marks_the_broken_ones_without_importing_them(site, tmp_path):
+    result = unlearnbench(site, "list", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    lines = {line.split()[1]: line for line in result.stdout.splitlines() if line.strip().startswith("│")}
+    assert "Plugin GA: −CE on the forget set" in lines["plugin_ga"]
+    assert "salun" in lines
+    assert "BROKEN" in lines["unparsable"] and "SyntaxError" in lines["unparsable"]
+    # The import error of broken_plugin shows only when it is used: listing imports no plugin.
+    assert "broken_one" in lines and "Traceback" not in result.stderr
+
+
+def test_a_broken_plugin_fails_its_own_name_in_one_line_and_nothing_else(site, tmp_path):
+    broken = unlearnbench(site, "run", "--method", "broken_one", cwd=tmp_path)
+    assert broken.returncode == 2
+    assert broken.stderr.count("\n") == 1 and "Traceback" not in broken.stderr
+    assert "'broken_one' (plugin broken_plugin:Whatever) failed to import: ModuleNotFoundError" in broken.stderr
+    assert list(tmp_path.glob("runs")) == []
+    helped = unlearnbench(site, "run", "--method", "rl", "--help", cwd=tmp_path)
+    assert helped.returncode == 0 and "--rl.lr" in helped.stdout
+    unknown = unlearnbench(site, "run", "--method", "nope", cwd=tmp_path)
+    assert unknown.returncode == 2 and "plugin_ga" in unknown.stderr and "broken_one" in unknown.stderr
+
+
+@pytest.mark.slow
+def test_a_plugin_method_runs_beside_a_broken_one(site, tmp_path):
+    result = unlearnbench(
+        site,
+        "run",
+        "--method",
+        "plugin_ga",
+        "--requests",
+        "1",
+        "--plugin_ga.epochs",
+        "1",
+        "--recipe",
+        '{"epochs": 1}',
+        "--oracle",
+        "none",
+        "--logger",
+        "none",
+        "--quiet",
+        "true",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    (run_dir,) = (tmp_path / "runs").glob("plugin_ga-*")
+    assert (run_dir / "summary.json").exists()
