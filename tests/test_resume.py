@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
+import torch.nn.functional as F
 
 from tests.conftest import tiny_config
+from unlearnbench.methods.base import UnlearningMethod
+from unlearnbench.registry import METHODS
 from unlearnbench.rundir import RunDirectory
 from unlearnbench.runner import Runner
+from unlearnbench.streams.batches import BatchMode
 
 TIMINGS = ("rte_s", "prepare_s")
 
@@ -75,3 +80,47 @@ def test_oracle_none_reports_no_gap(tmp_path, shared_store):
     result = Runner(tiny_config(tmp_path, shared_store, "finetune", oracle="none")).run()
     assert all(row["oracle"] is None and "gap" not in row["method"] for row in result.rows)
     assert "mean_gap" not in result.summary
+
+
+class TeacherAsSubmodule(UnlearningMethod):
+    """A plugin written the obvious way: its teacher is a registered submodule, copied in prepare."""
+
+    batch_mode = BatchMode.PAIRED
+
+    def prepare(self, request, data) -> None:
+        self.teacher = copy.deepcopy(self.model).eval().requires_grad_(False)
+
+    def loss(self, batch):
+        retain, forget = batch["retain"], batch["forget"]
+        kept = F.kl_div(F.log_softmax(self(retain.x), 1), F.softmax(self.teacher(retain.x), 1), reduction="batchmean")
+        return kept - 0.1 * F.cross_entropy(self(forget.x), forget.y)
+
+
+@pytest.fixture
+def teacher_plugin():
+    METHODS.register("teacher_plugin")(TeacherAsSubmodule)
+    yield "teacher_plugin"
+    METHODS._entries.pop("teacher_plugin")
+
+
+def test_a_teacher_kept_as_a_submodule_stays_out_of_the_resume_state(
+    tmp_path, shared_store, monkeypatch, teacher_plugin
+):
+    """Per-request scratch is rebuilt by prepare: a resumed run neither stores nor refuses it."""
+    reference = Runner(tiny_config(tmp_path / "a", shared_store, teacher_plugin, requests=3)).run()
+    config = tiny_config(tmp_path / "b", shared_store, teacher_plugin, requests=3)
+    with monkeypatch.context() as patch:
+        original = Runner.serve
+
+        def serve(self, request):
+            if request.t == 3:
+                raise SimulatedCrashError
+            return original(self, request)
+
+        patch.setattr(Runner, "serve", serve)
+        with pytest.raises(SimulatedCrashError):
+            Runner(config).run()
+    saved = RunDirectory(config.run_path(Runner(config).identity)).load_state(2)
+    assert saved and all(key.startswith("model.") for key in saved)
+    resumed = Runner(config).run()
+    assert _comparable(resumed.run_dir) == _comparable(reference.run_dir)

@@ -191,6 +191,7 @@ def parse_run_args(argv: list[str]):
 def cmd_run(argv: list[str]) -> int:
     from unlearnbench.config import ConfigError
     from unlearnbench.console import Reporter
+    from unlearnbench.methods.base import ResumeStateError
     from unlearnbench.rundir import UntrustedCheckpointError
     from unlearnbench.runner import Runner
 
@@ -204,7 +205,7 @@ def cmd_run(argv: list[str]) -> int:
     try:
         with reporter.live():
             result = runner.run()
-    except UntrustedCheckpointError as error:
+    except (UntrustedCheckpointError, ResumeStateError) as error:
         raise UsageError(str(error)) from error
     except OSError as error:
         print(f"unlearnbench: error: cannot write results under {runner.run_dir.path}: {error}", file=sys.stderr)

@@ -244,7 +244,7 @@ class Runner:
         model = self.trained_model(np.array([], dtype=np.int64), "pretraining")
         self.method.attach(model, self.dataset.num_classes).to(self.eval_device)
         if rows:
-            self.method.load_state_dict(unpack_state(run_dir.load_state(len(rows)), self.guards))
+            self.method.load_resume_state(unpack_state(run_dir.load_state(len(rows)), self.guards))
             self.reporter.message(f"resuming at request {len(rows) + 1}/{config.requests}")
         for t in range(len(rows) + 1, config.requests + 1):
             request = self.stream.select(t)
@@ -268,7 +268,7 @@ class Runner:
                 attack = request_attack(method_logits, oracle_logits, self.train_labels, self.test_labels, request)
                 method_scores.update(attack[0])
                 row["oracle"].update(attack[1])
-            run_dir.save_state(t, self.method.state_dict() | pack_state(self.guards))
+            run_dir.save_state(t, self.method.resume_state() | pack_state(self.guards))
             if config.save_logits:
                 run_dir.save_logits(t, vars(method_logits), vars(oracle_logits) if oracle_logits else None)
             run_dir.append_row(row)
@@ -287,7 +287,7 @@ class Runner:
             model = self.trained_model(np.array([], dtype=np.int64), "pretraining")
             self.method.attach(model, self.dataset.num_classes).to(self.eval_device)
             if resumed is not None:
-                self.method.load_state_dict(unpack_state(resumed, self.guards))
+                self.method.load_resume_state(unpack_state(resumed, self.guards))
         for t in range(start, config.requests + 1):
             request = self.stream.select(t)
             self.serve(request)

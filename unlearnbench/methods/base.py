@@ -22,6 +22,10 @@ from unlearnbench.streams.base import StreamView, UnlearningRequest
 from unlearnbench.streams.batches import BatchMode
 
 
+class ResumeStateError(ValueError):
+    """A saved method state that the method cannot take back (its code changed since it was saved)."""
+
+
 class UnlearningMethod(L.LightningModule):
     """Base class: SGD with momentum over the model's trainable parameters, constant learning rate."""
 
@@ -63,6 +67,27 @@ class UnlearningMethod(L.LightningModule):
     def unlearn(self, fit: Callable[[int], None]) -> None:
         """Serve the current request; `fit(epochs)` runs Lightning's loop over the request's batches."""
         fit(self.hparams.epochs)
+
+    def resume_state(self) -> dict[str, Tensor]:
+        """What a resumed run needs after request t: the model, and what the method keeps across requests.
+
+        A method keeps state across requests by `get_extra_state`/`set_extra_state` (LOFT's U,
+        continual LOFT's earlier covariances). Anything else it registers — a teacher copied in
+        `prepare`, a frozen snapshot — is per-request scratch, rebuilt by the next `prepare`: saving
+        it would make the resumed method, which has none yet, refuse its own checkpoint.
+        """
+        return {k: v for k, v in self.state_dict().items() if k.startswith("model.") or k == "_extra_state"}
+
+    def load_resume_state(self, state: dict[str, Tensor]) -> None:
+        """Load `resume_state()` of an earlier session; scratch the method already registered is left alone."""
+        missing, unexpected = self.load_state_dict(state, strict=False)
+        missing = [key for key in missing if key.startswith("model.") or key == "_extra_state"]
+        if missing or unexpected:
+            raise ResumeStateError(
+                f"the saved state of {type(self).__name__} does not fit it (missing {missing[:3]}, unexpected "
+                f"{unexpected[:3]}): keep state across requests in get_extra_state/set_extra_state, or delete "
+                f"the run directory to rerun"
+            )
 
     def on_train_start(self) -> None:
         # Lightning keeps each submodule's mode; the model arrives in eval mode from evaluation.
