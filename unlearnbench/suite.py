@@ -380,7 +380,7 @@ def suite_command(argv: list[str]) -> int:
     """
     from jsonargparse import ArgumentError, ArgumentParser
 
-    from unlearnbench.console import Reporter
+    from unlearnbench.console import Reporter, silence_library_warnings
 
     parser = ArgumentParser(
         prog="unlearnbench suite", description="Run a grid of runs, then build the leaderboard.", exit_on_error=False
@@ -410,6 +410,8 @@ def suite_command(argv: list[str]) -> int:
         print("\n".join(check_report(str(args.suite), cells, shard)))
         return 0
     reporter = Reporter(quiet=args.quiet)
+    if args.quiet:
+        silence_library_warnings()
     result = run_suite(suite, reporter, out=args.out, logger=args.logger, shard=shard)
     done = sum(1 for cell in result.cells if cell.status != "failed")
     reporter.message(
