@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 from unlearnbench.errors import ConfigError, DamagedFileError
+from unlearnbench.loggers import check_logger
 from unlearnbench.registry import ARCHS, DATASETS, GUARDS, METHODS, STREAMS, UnknownNameError
 from unlearnbench.streams.kinds import StreamError
 from unlearnbench.training import Recipe
@@ -98,6 +99,7 @@ class RunConfig:
             raise ConfigError(f"unknown oracle {self.oracle!r}; choose one of: retrain, none")
         if self.logger not in ("csv", "wandb", "none"):
             raise ConfigError(f"unknown logger {self.logger!r}; choose one of: csv, wandb, none")
+        check_logger(self.logger)
         unknown_recipe = sorted(set(self.recipe) - {f.name for f in fields(Recipe)})
         if unknown_recipe:
             raise ConfigError(
@@ -115,7 +117,7 @@ class RunConfig:
         self.hardware.validate()
         for path in (self.out, self.store, self.run_dir):
             if path is not None:
-                _check_writable_directory(path)
+                check_writable_directory(path)
 
     def _validate_numbers(self) -> None:
         """Counts, sizes, seeds and hyperparameters that would fail late, hang or be silently changed.
@@ -214,7 +216,7 @@ class RunConfig:
         return data
 
 
-def _check_writable_directory(path: Path) -> None:
+def check_writable_directory(path: Path) -> None:
     """`path` is, or can be created as, a directory we may write into."""
     existing = path
     while not existing.exists():

@@ -19,7 +19,10 @@ Every logger writes inside the run directory and nothing else:
   table when `geometry.csv` exists.
 - `none`: nothing beyond the run directory.
 
-`import wandb` takes seconds, so it happens only when the wandb logger is chosen.
+`import wandb` takes seconds, so it happens only when the wandb logger is chosen. Asked to log
+online (`WANDB_MODE=online`) without a key (`WANDB_API_KEY` or `wandb login`'s netrc entry), the run
+is refused before any data is loaded instead of waiting on a login prompt; W&B's own start-up is
+bounded (`WANDB_INIT_TIMEOUT`, 60 s unless set) and its failure is one line, exit 2.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ import string
 from pathlib import Path
 from typing import Any
 
+from unlearnbench.errors import ConfigError
+
 LOGGERS = ("csv", "wandb", "none")
 STATE_FILE = "logger.json"
 #: Folders W&B would otherwise put in the home directory, and where they go inside the run directory.
@@ -41,6 +46,33 @@ WANDB_DIRS = {
     "WANDB_DATA_DIR": ".data",
     "WANDB_ARTIFACT_DIR": ".artifacts",
 }
+
+
+class LoggerUnavailableError(ConfigError):
+    """The chosen experiment logger cannot start (no key for online W&B, no network)."""
+
+
+def check_logger(kind: str) -> None:
+    """Refuse, before anything is loaded, a W&B logger asked to go online with no key to log in with."""
+    if kind != "wandb" or os.environ.get("WANDB_MODE", "offline") in ("offline", "disabled", "dryrun"):
+        return
+    if os.environ.get("WANDB_API_KEY") or _netrc_has_wandb_key():
+        return
+    raise LoggerUnavailableError(
+        f"--logger wandb with WANDB_MODE={os.environ['WANDB_MODE']} needs a W&B key (WANDB_API_KEY or `wandb login`); "
+        "unset WANDB_MODE to log offline, or use --logger csv"
+    )
+
+
+def _netrc_has_wandb_key() -> bool:
+    import netrc
+    from urllib.parse import urlparse
+
+    host = urlparse(os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")).hostname
+    try:
+        return netrc.netrc(os.environ.get("NETRC")).authenticators(host) is not None
+    except (OSError, netrc.NetrcParseError):
+        return False
 
 
 def _read_state(run_dir: Path) -> dict:
@@ -159,6 +191,17 @@ class WandbRunLogger(RunLogger):
     ):
         super().__init__(run_dir, identity, run_name, first_request)
         self._saved_env = self._point_wandb_inside_run_dir()
+        try:
+            self._start(run_name, identity, project)
+        except Exception as error:
+            import wandb
+
+            self._restore_env()
+            if isinstance(error, wandb.errors.Error):  # W&B could not start: one line, not its traceback
+                raise LoggerUnavailableError(f"--logger wandb could not start: {error}; use --logger csv") from error
+            raise
+
+    def _start(self, run_name: str, identity: dict, project: str | None) -> None:
         import wandb
         from lightning.pytorch.loggers import WandbLogger
 
@@ -191,6 +234,8 @@ class WandbRunLogger(RunLogger):
         if "WANDB_MODE" not in os.environ and "WANDB_API_KEY" not in os.environ:
             wanted["WANDB_MODE"] = "offline"
         wanted.setdefault("WANDB_SILENT", "true")
+        if "WANDB_INIT_TIMEOUT" not in os.environ:
+            wanted["WANDB_INIT_TIMEOUT"] = "60"
         saved = {name: os.environ.get(name) for name in wanted}
         for name, value in wanted.items():
             if name in WANDB_DIRS:

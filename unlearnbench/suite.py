@@ -53,7 +53,7 @@ from typing import Any
 
 import yaml
 
-from unlearnbench.config import ConfigError, Hardware, RunConfig
+from unlearnbench.config import ConfigError, Hardware, RunConfig, check_writable_directory
 
 TOP_KEYS = {"out", "store", "leaderboard", "common", "settings", "methods", "streams", "seeds"}
 HARDWARE_KEYS = {f.name for f in fields(Hardware)}
@@ -183,6 +183,11 @@ def suite_grid(suite: dict, out: Path | None = None, logger: str | None = None) 
     streams = _streams(suite.get("streams"))
     out_dir = Path(out) if out is not None else Path(suite.get("out") or "runs")
     store = suite.get("store")
+    board = suite.get("leaderboard")
+    if board is not None and board is not False and not isinstance(board, str):
+        raise SuiteError(f"`leaderboard` must be a folder, or false for none, got {board!r}")
+    if isinstance(board, str):  # found now, not after every cell has run
+        check_writable_directory(Path(board))
     cells = []
     for k, setting in enumerate(settings, start=1):
         hardware = Hardware(**{key: setting[key] for key in HARDWARE_KEYS if key in setting})
