@@ -266,12 +266,14 @@ def check_numbers(values: dict, defaults: dict, what: str, zero_epochs: bool = T
         elif isinstance(default, int):
             expected, ok = "a whole number", _is_int(value)
         elif isinstance(default, float):
-            expected, ok = "a finite number", _is_number(value) and math.isfinite(value)
+            expected, ok = "a number", _is_number(value)
         else:
             continue
         if not ok:
             hint = " (YAML reads 1e-4 as text: write 1.0e-4)" if isinstance(value, str) else ""
             raise ConfigError(f"{what} {name} must be {expected}, got {value!r}{hint}")
+        if not math.isfinite(value):
+            raise ConfigError(f"{what} {name} must be finite, got {value!r}")
         if name in COUNT_NAMES and not isinstance(default, bool):
             least = 0 if (zero_epochs and name == "epochs" and default == 0) else 1
             if value < least:

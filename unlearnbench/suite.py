@@ -54,6 +54,7 @@ from typing import Any
 import yaml
 
 from unlearnbench.config import ConfigError, Hardware, RunConfig, check_writable_directory
+from unlearnbench.interrupt import Interrupted
 
 TOP_KEYS = {"out", "store", "leaderboard", "common", "settings", "methods", "streams", "seeds"}
 HARDWARE_KEYS = {f.name for f in fields(Hardware)}
@@ -319,6 +320,9 @@ def run_suite(
         try:
             with reporter.live():
                 result = runner.run()
+        except Interrupted as interrupt:  # SIGINT/SIGTERM: the suite stops, never reporting success
+            interrupt.where = f"cell {i}/{len(runners)}, {interrupt.where}"
+            raise
         except Exception as error:  # a failing cell is recorded; the suite goes on
             runner.run_logger.finish(failed=True)
             message = f"{type(error).__name__}: {error}"
