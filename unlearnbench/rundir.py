@@ -168,7 +168,7 @@ class RunDirectory:
             if text is None:
                 continue
             try:
-                current = (self.path / name).read_text()
+                current = (self.path / name).read_bytes().decode()  # no newline translation: csv writes \r\n
             except (OSError, UnicodeDecodeError):
                 current = None
             if current != text:
