@@ -126,8 +126,10 @@ class RunConfig:
         first fit starts; a NaN learning rate trains a NaN model (and, since NaN != NaN, the run
         then refuses its own folder). All of these are refused here, before any data is loaded.
         """
-        if not _is_int(self.requests) or self.requests < 1:
-            raise ConfigError(f"requests must be a whole number >= 1, got {self.requests!r}")
+        if not _is_int(self.requests):
+            raise ConfigError(f"requests must be a whole number, got {self.requests!r}")
+        if self.requests < 1:
+            raise ConfigError(f"requests must be >= 1, got {self.requests!r}")
         if not _is_int(self.seed) or self.seed < 0:
             raise ConfigError(f"seed must be a whole number >= 0, got {self.seed!r}")
         if self.size is not None and not (_is_number(self.size) and math.isfinite(self.size) and self.size > 0):
