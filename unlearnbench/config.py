@@ -241,6 +241,8 @@ def _valid_devices(devices: object) -> bool:
     """What Lightning's `devices=` accepts: a count >= 1, -1 (every device), "auto", or device ids ("0,1")."""
     if _is_int(devices):
         return devices >= 1 or devices == -1
+    if isinstance(devices, list):  # a suite's `devices: [0, 1]`
+        return bool(devices) and all(_is_int(d) and d >= 0 for d in devices)
     if not isinstance(devices, str):
         return False
     text = devices.strip()

@@ -240,9 +240,7 @@ def read_run(path: Path) -> RunRecord:
 
 
 def _is_run_config(path: Path) -> bool:
-    """A `config.yaml` a run wrote (its identity names the method), not another tool's (W&B's run folder)."""
-    if "wandb" in path.parts:
-        return False
+    """A `config.yaml` a run wrote (its identity names the method), not another tool's (W&B's `method: {value: ..}`)."""
     try:
         data = yaml.safe_load(path.read_text())
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
