@@ -237,6 +237,14 @@ def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+def _numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _valid_devices(devices: object) -> bool:
     """What Lightning's `devices=` accepts: a count >= 1, -1 (every device), "auto", or device ids ("0,1")."""
     if _is_int(devices):
@@ -274,7 +282,7 @@ def check_numbers(values: dict, defaults: dict, what: str, zero_epochs: bool = T
         else:
             continue
         if not ok:
-            hint = " (YAML reads 1e-4 as text: write 1.0e-4)" if isinstance(value, str) else ""
+            hint = " (YAML reads 1e-4 as text: write 1.0e-4)" if isinstance(value, str) and _numeric(value) else ""
             raise ConfigError(f"{what} {name} must be {expected}, got {value!r}{hint}")
         if not math.isfinite(value):
             raise ConfigError(f"{what} {name} must be finite, got {value!r}")
