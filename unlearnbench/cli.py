@@ -3,6 +3,8 @@
 A method's hyperparameters are a group named after the method, read from its `__init__`
 signature: `unlearnbench run --method salun --salun.ratio 0.3`, or in a `--config` YAML file
 `salun: {ratio: 0.3}`. Bad input is one line on stderr and exit code 2, before anything is written.
+Exit codes are decided in `main` alone: `ConfigError` (every bad input and damaged file derives from
+it) is 2, a SIGINT/SIGTERM (`Interrupted`) 128 + the signal, a failed write 1, divergence 3.
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ import yaml
 from jsonargparse import ActionConfigFile, ArgumentParser
 from jsonargparse import ArgumentError as JsonArgumentError
 
+from unlearnbench.errors import ConfigError
+from unlearnbench.interrupt import Interrupted, interruptible
+
 if TYPE_CHECKING:  # the CLI imports the package lazily, so that `--help` and `list` stay instant
     from unlearnbench.config import RunConfig
 
@@ -25,8 +30,32 @@ EXIT_DIVERGED = 3
 EXIT_IO = 1
 
 
-class UsageError(Exception):
-    """Bad input: reported as one line, exit code 2."""
+class UsageError(ConfigError):
+    """Bad input on the command line: reported as one line, exit code 2."""
+
+
+def _config_paths(argv: list[str]) -> list[str]:
+    paths = []
+    for i, arg in enumerate(argv):
+        if arg == "--config" and i + 1 < len(argv):
+            paths.append(argv[i + 1])
+        elif arg.startswith("--config="):
+            paths.append(arg.split("=", 1)[1])
+    return paths
+
+
+def _read_config(path: str) -> dict:
+    """A --config file's run options (the mapping itself, or its `run:` section), or one line saying why not."""
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+        raise UsageError(f"cannot read config {path}: {error}") from error
+    if not isinstance(data, dict):
+        raise UsageError(f"config {path} must be a YAML mapping of option names to values")
+    options = data.get("run", data)
+    if not isinstance(options, dict):
+        raise UsageError(f"`run` in config {path} must be a mapping of option names to values, got {options!r}")
+    return options
 
 
 def _fail(message: str) -> None:
@@ -43,18 +72,10 @@ def _chosen_method(argv: list[str]) -> str | None:
         if arg.startswith("--method="):
             return arg.split("=", 1)[1]
     method = None
-    for i, arg in enumerate(argv):
-        path = argv[i + 1] if arg == "--config" and i + 1 < len(argv) else None
-        path = arg.split("=", 1)[1] if arg.startswith("--config=") else path
-        if path is None:
-            continue
-        try:
-            data = yaml.safe_load(Path(path).read_text())
-        except (OSError, yaml.YAMLError) as error:
-            raise UsageError(f"cannot read config {path}: {error}".replace("\n", " ")) from error
-        if not isinstance(data, dict):
-            raise UsageError(f"config {path} must be a YAML mapping of option names to values")
-        method = data.get("run", data).get("method", method)
+    for path in _config_paths(argv):
+        method = _read_config(path).get("method", method)
+    if method is not None and not isinstance(method, str):
+        raise UsageError(f"method must be a name, got {method!r}")
     return method
 
 
@@ -75,12 +96,13 @@ def _chosen_guards(argv: list[str]) -> tuple[list[str], list[str]]:
             names += [name.strip(" '\"") for name in value.strip("[]").split(",") if name.strip(" '\"")]
     if names:
         return names, [*rest, "--guards", "[" + ",".join(names) + "]"]
-    for i, arg in enumerate(argv):
-        path = argv[i + 1] if arg == "--config" and i + 1 < len(argv) else None
-        path = arg.split("=", 1)[1] if arg.startswith("--config=") else path
-        data = yaml.safe_load(Path(path).read_text()) if path and Path(path).is_file() else None
-        if isinstance(data, dict):
-            names = list(data.get("run", data).get("guards", names) or [])
+    for path in _config_paths(argv):
+        value = _read_config(path).get("guards", names) or []
+        if isinstance(value, str):
+            value = [name.strip() for name in value.split(",") if name.strip()]
+        if not (isinstance(value, list) and all(isinstance(name, str) for name in value)):
+            raise UsageError(f"`guards` in config {path} must be a list of guard names, got {value!r}")
+        names = value
     return names, rest
 
 
@@ -189,24 +211,18 @@ def parse_run_args(argv: list[str]):
 
 
 def cmd_run(argv: list[str]) -> int:
-    from unlearnbench.config import ConfigError
-    from unlearnbench.console import Reporter
-    from unlearnbench.methods.base import ResumeStateError
-    from unlearnbench.rundir import UntrustedCheckpointError
+    from unlearnbench.console import Reporter, silence_library_warnings
     from unlearnbench.runner import Runner
 
     args = parse_run_args(argv)
     config = run_config(args)
     reporter = Reporter(quiet=args.quiet)
-    try:
-        runner = Runner(config, reporter)
-    except ConfigError as error:
-        raise UsageError(str(error)) from error
+    if args.quiet:
+        silence_library_warnings()
+    runner = Runner(config, reporter)
     try:
         with reporter.live():
             result = runner.run()
-    except (UntrustedCheckpointError, ResumeStateError) as error:
-        raise UsageError(str(error)) from error
     except OSError as error:
         print(f"unlearnbench: error: cannot write results under {runner.run_dir.path}: {error}", file=sys.stderr)
         return EXIT_IO
@@ -241,22 +257,15 @@ def cmd_list(argv: list[str]) -> int:
 
 
 def cmd_suite(argv: list[str]) -> int:
-    from unlearnbench.config import ConfigError
     from unlearnbench.suite import suite_command
 
-    try:
-        return suite_command(argv)
-    except ConfigError as error:
-        raise UsageError(str(error)) from error
+    return suite_command(argv)
 
 
 def cmd_leaderboard(argv: list[str]) -> int:
     from unlearnbench.report.leaderboard import leaderboard_command
 
-    try:
-        return leaderboard_command(argv)
-    except ValueError as error:
-        raise UsageError(str(error)) from error
+    return leaderboard_command(argv)
 
 
 COMMANDS = {"run": cmd_run, "list": cmd_list, "suite": cmd_suite, "leaderboard": cmd_leaderboard}
@@ -286,12 +295,15 @@ def main(argv: list[str] | None = None) -> int:
     command, rest = argv[0], argv[1:]
     if command not in COMMANDS:
         _fail(f"unknown command {command!r}; choose one of: {', '.join(COMMANDS)}")
-    from unlearnbench.registry import PluginImportError
-
     try:
-        return COMMANDS[command](rest)
-    except (UsageError, PluginImportError) as error:
+        with interruptible():
+            return COMMANDS[command](rest)
+    except ConfigError as error:
         _fail(str(error))
+    except Interrupted as interrupt:
+        where = f" at {interrupt.where}" if interrupt.where else ""
+        print(f"unlearnbench: interrupted{where}; rerun the same command to resume", file=sys.stderr)
+        return interrupt.exit_code
     return EXIT_USAGE
 
 

@@ -5,17 +5,19 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import math
 import os
+import typing
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Literal
 
+from unlearnbench.errors import ConfigError, DamagedFileError
 from unlearnbench.registry import ARCHS, DATASETS, GUARDS, LOGGERS, METHODS, STREAMS, UnknownNameError
+from unlearnbench.streams.kinds import StreamError
 from unlearnbench.training import Recipe
 
-
-class ConfigError(ValueError):
-    """Invalid user input; the CLI prints it as one line and exits 2."""
+__all__ = ["ConfigError", "DamagedFileError", "Hardware", "RunConfig", "check_numbers"]
 
 
 @dataclass
@@ -27,6 +29,31 @@ class Hardware:
     strategy: str = "auto"
     num_nodes: int = 1
     precision: str = "32-true"
+
+    def validate(self) -> None:
+        """Names and counts Lightning would reject only when the first Trainer is built (after pretraining data
+        is loaded, or after hours of a suite); whether the machine has such a device is still Lightning's call."""
+        from lightning.fabric.connector import _PRECISION_INPUT
+        from lightning.pytorch.accelerators import AcceleratorRegistry
+        from lightning.pytorch.strategies import StrategyRegistry
+
+        accelerators = ["auto", "gpu", *sorted(AcceleratorRegistry.available_accelerators())]
+        if self.accelerator not in accelerators:
+            raise ConfigError(f"unknown accelerator {self.accelerator!r}; choose one of: {', '.join(accelerators)}")
+        strategies = ["auto", *StrategyRegistry.available_strategies()]
+        if self.strategy not in strategies:
+            raise ConfigError(f"unknown strategy {self.strategy!r}; choose one of: {', '.join(strategies)}")
+        precisions = list(
+            dict.fromkeys(str(p) for literal in typing.get_args(_PRECISION_INPUT) for p in typing.get_args(literal))
+        )
+        if str(self.precision) not in precisions:
+            raise ConfigError(f"unknown precision {self.precision!r}; choose one of: {', '.join(precisions)}")
+        if not _valid_devices(self.devices):
+            raise ConfigError(
+                f"devices must be a count >= 1, -1 (all), auto, or a list of device ids such as 0,1; got {self.devices!r}"
+            )
+        if not _is_int(self.num_nodes) or self.num_nodes < 1:
+            raise ConfigError(f"num_nodes must be a whole number >= 1, got {self.num_nodes!r}")
 
 
 @dataclass
@@ -71,6 +98,7 @@ class RunConfig:
             raise ConfigError(f"unknown oracle {self.oracle!r}; choose one of: retrain, none")
         if self.logger not in LOGGERS:
             raise ConfigError(f"unknown logger {self.logger!r}; choose one of: {', '.join(LOGGERS.names())}")
+        LOGGERS.get(self.logger).check_environment()
         unknown_recipe = sorted(set(self.recipe) - {f.name for f in fields(Recipe)})
         if unknown_recipe:
             raise ConfigError(
@@ -84,9 +112,44 @@ class RunConfig:
                 f"{', '.join(accepted)}"
             )
         self._validate_guards()
+        self._validate_numbers()
+        self.hardware.validate()
         for path in (self.out, self.store, self.run_dir):
             if path is not None:
-                _check_writable_directory(path)
+                check_writable_directory(path)
+
+    def _validate_numbers(self) -> None:
+        """Counts, sizes, seeds and hyperparameters that would fail late, hang or be silently changed.
+
+        Lightning reads `max_epochs=-1` as "train forever"; a batch size of 0 fails only when the
+        first fit starts; a NaN learning rate trains a NaN model (and, since NaN != NaN, the run
+        then refuses its own folder). All of these are refused here, before any data is loaded.
+        """
+        if not _is_int(self.requests):
+            raise ConfigError(f"requests must be a whole number, got {self.requests!r}")
+        if self.requests < 1:
+            raise ConfigError(f"requests must be >= 1, got {self.requests!r}")
+        if not _is_int(self.seed) or self.seed < 0:
+            raise ConfigError(f"seed must be a whole number >= 0, got {self.seed!r}")
+        if self.size is not None and not (_is_number(self.size) and math.isfinite(self.size) and self.size > 0):
+            raise ConfigError(f"size must be a finite number > 0, got {self.size!r}")
+        for name in ("download", "save_logits"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        method = METHODS.get(self.method)
+        defaults = {name: p.default for name, p in inspect.signature(method).parameters.items()}
+        check_numbers(self.method_args, defaults, f"method {self.method!r} argument")
+        check_numbers(self.recipe, Recipe().as_dict(), "recipe key", zero_epochs=False)
+        for guard, args in self.guard_args.items():
+            defaults = {name: p.default for name, p in inspect.signature(GUARDS.get(guard)).parameters.items()}
+            check_numbers(args, defaults, f"guard {guard!r} argument")
+        known = getattr(DATASETS.get(self.dataset), "known_size", None)
+        if known is not None:  # stream sizes against the dataset's declared size, without loading it
+            size = STREAMS.get(self.stream).default_size if self.size is None else self.size
+            try:
+                STREAMS.get(self.stream)().validate(known.num_train, known.num_classes, self.requests, size)
+            except StreamError as error:
+                raise ConfigError(str(error)) from None
 
     @property
     def store_dir(self) -> Path:
@@ -155,7 +218,7 @@ class RunConfig:
         return data
 
 
-def _check_writable_directory(path: Path) -> None:
+def check_writable_directory(path: Path) -> None:
     """`path` is, or can be created as, a directory we may write into."""
     existing = path
     while not existing.exists():
@@ -164,3 +227,66 @@ def _check_writable_directory(path: Path) -> None:
         raise ConfigError(f"{existing} exists and is not a directory; choose another location than {path}")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise ConfigError(f"{existing} is not writable; choose another location than {path}")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _valid_devices(devices: object) -> bool:
+    """What Lightning's `devices=` accepts: a count >= 1, -1 (every device), "auto", or device ids ("0,1")."""
+    if _is_int(devices):
+        return devices >= 1 or devices == -1
+    if isinstance(devices, list):  # a suite's `devices: [0, 1]`
+        return bool(devices) and all(_is_int(d) and d >= 0 for d in devices)
+    if not isinstance(devices, str):
+        return False
+    text = devices.strip()
+    ids = [part.strip() for part in text.strip("[]").split(",") if part.strip()]
+    return text in ("auto", "-1") or ("," in text and bool(ids) and all(part.isdigit() for part in ids))
+
+
+#: Hyperparameters that count something: at least 1 (a batch of 0, a fit of no step); `epochs` may be 0 where the
+#: default is 0 (SSD takes no step), never negative (Lightning reads -1 as "train forever").
+COUNT_NAMES = ("epochs", "batch_size", "steps")
+
+
+def check_numbers(values: dict, defaults: dict, what: str, zero_epochs: bool = True) -> None:
+    """A number where the default is a number (finite), a flag where it is a flag, counts in range.
+
+    YAML reads `1e-4` (no dot) and `1.0e4` (no exponent sign) as text; uncaught, such a value
+    fails only when unlearning starts, after the pretrained model and the oracles were trained.
+    `zero_epochs`: whether `epochs: 0` is allowed where the default is 0 (method arguments; a
+    recipe always trains).
+    """
+    for name, value in values.items():
+        default = defaults.get(name)
+        if isinstance(default, bool):
+            expected, ok = "true or false", isinstance(value, bool)
+        elif isinstance(default, int):
+            expected, ok = "a whole number", _is_int(value)
+        elif isinstance(default, float):
+            expected, ok = "a number", _is_number(value)
+        else:
+            continue
+        if not ok:
+            hint = " (YAML reads 1e-4 as text: write 1.0e-4)" if isinstance(value, str) and _numeric(value) else ""
+            raise ConfigError(f"{what} {name} must be {expected}, got {value!r}{hint}")
+        if not math.isfinite(value):
+            raise ConfigError(f"{what} {name} must be finite, got {value!r}")
+        if name in COUNT_NAMES and not isinstance(default, bool):
+            least = 0 if (zero_epochs and name == "epochs" and default == 0) else 1
+            if value < least:
+                raise ConfigError(f"{what} {name} must be >= {least}, got {value!r}")

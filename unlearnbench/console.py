@@ -7,6 +7,7 @@ silences everything but errors.
 from __future__ import annotations
 
 import time
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -61,6 +62,11 @@ class FitLines(Callback):
 
     def on_train_end(self, trainer, pl_module) -> None:
         self.console.print(f"{self.label}: done in {time.perf_counter() - self.start:.1f}s")
+
+
+def silence_library_warnings() -> None:
+    """`--quiet true` prints nothing but errors: the libraries' warnings (Lightning, matplotlib) too."""
+    warnings.filterwarnings("ignore")
 
 
 class Reporter:

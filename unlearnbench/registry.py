@@ -16,6 +16,8 @@ from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Generic, TypeVar
 
+from unlearnbench.errors import ConfigError
+
 T = TypeVar("T")
 
 
@@ -23,7 +25,7 @@ class UnknownNameError(ValueError):
     """A name that no registry entry carries; the message lists the valid choices."""
 
 
-class PluginImportError(ValueError):
+class PluginImportError(ConfigError):
     """A plugin's entry point that fails to import: one line naming the plugin and its error."""
 
 

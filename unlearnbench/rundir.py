@@ -5,28 +5,43 @@ Layout (documented in the README): `config.yaml`, `manifest.json`, `labels.npz`,
 `logits/t###.npz` (with `--save-logits`) and `state/t###.pt` (the method after request t).
 Request t is finished when its row is in `metrics.jsonl`; its checkpoint is written first and the
 previous one removed after, so a crash anywhere leaves the checkpoint that resume needs.
+`metrics.jsonl` is the source of truth: `history.csv` and `summary.json` are derived from it and
+rewritten whenever they disagree with it. One process at a time works in a run directory (`.lock`,
+an `flock` released by the kernel however the process ends); a second is refused, naming the first.
 """
 
 from __future__ import annotations
 
 import csv
+import fcntl
 import io
 import json
+import os
 import pickle
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import torch
 import yaml
 
+from unlearnbench.errors import ConfigError, DamagedFileError
 from unlearnbench.io import write_atomic, write_json_atomic, write_text_atomic, write_yaml_atomic
 
+LOCK_FILE = ".lock"
 
-class RunDirectoryMismatchError(ValueError):
+
+class RunDirectoryMismatchError(ConfigError):
     """The folder holds a run made with another configuration."""
 
 
-class UntrustedCheckpointError(ValueError):
+class RunDirectoryBusyError(ConfigError):
+    """Another process is running in this run directory."""
+
+
+class UntrustedCheckpointError(DamagedFileError):
     """A checkpoint that is not plain tensors: refused, never unpickled."""
 
 
@@ -44,10 +59,17 @@ class RunDirectory:
         if self.path.exists() and not self.path.is_dir():
             raise RunDirectoryMismatchError(f"{self.path} exists and is not a directory")
         if not config_path.exists():
-            if self.path.exists() and any(self.path.iterdir()):
+            if self.path.exists() and any(p.name != LOCK_FILE for p in self.path.iterdir()):
                 raise RunDirectoryMismatchError(f"{self.path} is not empty and holds no run; choose another folder")
             return
-        existing = yaml.safe_load(config_path.read_text())
+        try:
+            existing = yaml.safe_load(config_path.read_text())
+        except (UnicodeDecodeError, yaml.YAMLError) as error:
+            raise DamagedFileError(
+                f"{config_path} is not readable YAML ({error}); delete {self.path} to rerun"
+            ) from None
+        if not isinstance(existing, dict):
+            raise DamagedFileError(f"{config_path} is not a run's configuration; delete {self.path} to rerun")
         if existing != identity:
             differing = sorted(k for k in set(existing) | set(identity) if existing.get(k) != identity.get(k))
             details = "; ".join(f"{k}: {existing.get(k)!r} there, {identity.get(k)!r} now" for k in differing)
@@ -62,10 +84,65 @@ class RunDirectory:
         write_atomic(self.path / "labels.npz", lambda f: np.savez(f, train=train_labels, test=test_labels))
         write_yaml_atomic(self.path / "config.yaml", identity)
 
+    @contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold the run directory for this process; refuse, naming its pid, while another holds it.
+
+        Two identical commands would otherwise both serve request 1 and append its row twice.
+        """
+        self.path.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = ""
+            for _ in range(20):  # the holder writes its pid right after taking the lock
+                holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+                if holder:
+                    break
+                time.sleep(0.05)
+            os.close(fd)
+            raise RunDirectoryBusyError(
+                f"run directory {self.path} in use by pid {holder or '?'}; wait for it to finish, or stop it and rerun "
+                "the same command to resume"
+            ) from None
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+
     def rows(self) -> list[dict]:
+        """The finished requests' rows; a line that is not a row of request 1, 2, ... in order is refused.
+
+        Every write is atomic, so such a line is damage from outside (an edit, a copy, a disk error); resuming
+        after it, or publishing it, would give wrong numbers.
+        """
         if not self.metrics_path.exists():
             return []
-        return [json.loads(line) for line in self.metrics_path.read_text().splitlines() if line.strip()]
+        try:
+            lines = self.metrics_path.read_text().splitlines()
+        except UnicodeDecodeError:
+            raise DamagedFileError(f"{self.metrics_path} is not UTF-8 text; delete {self.path} to rerun") from None
+        rows = []
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError:
+                row = None
+            fix = f"delete line {number} and the lines after it to rerun from there, or delete {self.path}"
+            if not isinstance(row, dict) or not isinstance(row.get("method"), dict):
+                raise DamagedFileError(f"{self.metrics_path} line {number} is not a metrics row (torn?); {fix}")
+            if row.get("t") != len(rows) + 1:
+                raise DamagedFileError(
+                    f"{self.metrics_path} line {number} holds request {row.get('t')!r} where request "
+                    f"{len(rows) + 1} belongs (a duplicate?); {fix}"
+                )
+            rows.append(row)
+        return rows
 
     def append_row(self, row: dict) -> None:
         rows = [*self.rows(), row]
@@ -73,16 +150,31 @@ class RunDirectory:
         self._write_history(rows)
 
     def _write_history(self, rows: list[dict]) -> None:
-        """history.csv: row t holds accuracy on every F_s after request t (the matrix A)."""
-        rows = [row for row in rows if "history" in row["method"]]
-        if not rows:
-            return
-        buffer = io.StringIO()
-        writer = csv.writer(buffer)
-        writer.writerow(["t", *(f"F{s}" for s in range(1, len(rows[0]["method"]["history"]) + 1))])
-        for row in rows:
-            writer.writerow([row["t"], *(f"{value:.4f}" for value in row["method"]["history"])])
-        write_text_atomic(self.path / "history.csv", buffer.getvalue())
+        text = _history_text(rows)
+        if text is not None:
+            write_text_atomic(self.path / "history.csv", text)
+
+    def repair_derived(self, rows: list[dict], summary: dict | None = None) -> list[str]:
+        """Rewrite `history.csv` (and `summary.json`, when given) where they disagree with `metrics.jsonl`.
+
+        A kill between the row and history.csv, or an edited or corrupt file, would otherwise stay
+        wrong for good. Returns the names of the files rewritten.
+        """
+        expected = {"history.csv": _history_text(rows)}
+        if summary is not None:
+            expected["summary.json"] = json_text(summary)
+        repaired = []
+        for name, text in expected.items():
+            if text is None:
+                continue
+            try:
+                current = (self.path / name).read_bytes().decode()  # no newline translation: csv writes \r\n
+            except (OSError, UnicodeDecodeError):
+                current = None
+            if current != text:
+                write_text_atomic(self.path / name, text)
+                repaired.append(name)
+        return repaired
 
     def _state_path(self, t: int) -> Path:
         return self.path / "state" / f"t{t:03d}.pt"
@@ -95,6 +187,10 @@ class RunDirectory:
     def load_state(self, t: int) -> dict[str, torch.Tensor]:
         """The method's state after request t (weights only: a checkpoint cannot run code)."""
         path = self._state_path(t)
+        if not path.is_file():
+            raise DamagedFileError(
+                f"{path} is missing, so the run cannot resume after request {t}; delete {self.path} to rerun it"
+            )
         try:
             return torch.load(path, map_location="cpu", weights_only=True)
         except (pickle.UnpicklingError, RuntimeError) as error:
@@ -125,4 +221,22 @@ class RunDirectory:
         write_json_atomic(path, {**session, "sessions": [*sessions, session]})
 
     def write_summary(self, summary: dict) -> None:
-        write_json_atomic(self.path / "summary.json", summary)
+        write_text_atomic(self.path / "summary.json", json_text(summary))
+
+
+def json_text(data: dict) -> str:
+    """A JSON file's text as `write_json_atomic` writes it, so a file can be compared with what it should hold."""
+    return json.dumps(data, indent=1, allow_nan=True) + "\n"
+
+
+def _history_text(rows: list[dict]) -> str | None:
+    """history.csv: row t holds accuracy on every F_s after request t (the matrix A); None without history."""
+    rows = [row for row in rows if "history" in row["method"]]
+    if not rows:
+        return None
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(["t", *(f"F{s}" for s in range(1, len(rows[0]["method"]["history"]) + 1))])
+    for row in rows:
+        writer.writerow([row["t"], *(f"{value:.4f}" for value in row["method"]["history"])])
+    return buffer.getvalue()

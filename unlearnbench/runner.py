@@ -33,11 +33,12 @@ from unlearnbench.evaluation.oracle_mia import request_attack, request_phi
 from unlearnbench.evaluation.scoring import avg_gap, request_scores, stream_summary
 from unlearnbench.evaluation.updates import parameter_update, snapshot
 from unlearnbench.guards import build_guards, pack_state, unpack_state
+from unlearnbench.interrupt import Interrupted
 from unlearnbench.loggers import RunLogger, open_run_logger
 from unlearnbench.methods.base import UnlearningMethod
 from unlearnbench.nodes import NodeGroup
 from unlearnbench.registry import METHODS
-from unlearnbench.rundir import RunDirectory, RunDirectoryMismatchError
+from unlearnbench.rundir import RunDirectory
 from unlearnbench.step_loss import StepLossLogger
 from unlearnbench.store import ModelSpec, ModelStore
 from unlearnbench.streams.base import Request, RequestStream, StreamError
@@ -98,16 +99,15 @@ class Runner:
         self.recipe = replace(Recipe.for_setting(config.dataset, config.arch), **config.recipe)
         self.identity = config.identity(dict(self.method.hparams), self.recipe.as_dict(), self.stream.size)
         self.run_dir = RunDirectory(config.run_path(self.identity))
-        try:
-            self.run_dir.check(self.identity)
-        except RunDirectoryMismatchError as error:
-            raise ConfigError(str(error)) from error
+        self.run_dir.check(self.identity)  # a run of another configuration there: ConfigError
         self.store = ModelStore(config.store_dir)
         self.nodes = NodeGroup.from_environment(config.hardware.num_nodes, self.run_dir.path.name)
         self.train_labels = self.dataset.train.labels.cpu().numpy()
         self.test_labels = self.dataset.test.labels.cpu().numpy()
         # The experiment logger of this session (`config.logger`), opened by run(); none until then.
         self.run_logger = RunLogger(self.run_dir.path, self.identity, self.run_dir.path.name)
+        #: the request under way (pretraining counts as part of the first request served), for an interruption's message
+        self.current_request = 1
 
     def strategy(self) -> str | Strategy:
         """`ddp` runs each fit in worker processes started from the runner (fork on CPU, spawn on GPUs).
@@ -226,27 +226,41 @@ class Runner:
         fit or forward pass (a T=5 run on 2 cores went from 1.27x to 1.14x a bare loop with this
         alone). The numpy side is small, so it runs on one thread and torch keeps every core.
         """
-        with threadpool_limits(limits=1, user_api="blas"):
-            return self._run() if self.nodes.leader else self._follow()
+        try:
+            with threadpool_limits(limits=1, user_api="blas"):
+                if not self.nodes.leader:
+                    return self._follow()
+                with self.run_dir.lock():
+                    return self._run()
+        except Interrupted as interrupt:
+            interrupt.where = interrupt.where or f"request {self.current_request}"
+            self.run_logger.finish(failed=True)
+            raise
 
     def _run(self) -> RunResult:
         config, run_dir = self.config, self.run_dir
         run_dir.initialize(self.identity, self.stream.manifest(), self.train_labels, self.test_labels)
         rows = run_dir.rows()
+        self.current_request = len(rows) + 1
         if len(rows) == config.requests or _diverged(rows):
             self.nodes.announce("start", config.requests + 1)
             return self._finish(rows, already_complete=True)
+        # A damaged update file or a checkpoint that is missing or not weights-only is refused before anything is
+        # written (and before the other nodes are told to start).
+        self.geometry = GeometryRecorder(run_dir.path, config.requests, len(rows))  # updates.f32 + geometry.csv
+        resumed = unpack_state(run_dir.load_state(len(rows)), self.guards) if rows else None
         self.nodes.announce("start", len(rows) + 1)
         run_dir.record_session(len(rows) + 1)
         self.run_logger = open_run_logger(config.logger, run_dir.path, self.identity, run_dir.path.name, len(rows) + 1)
-        self.geometry = GeometryRecorder(run_dir.path, config.requests)  # updates.f32 + geometry.csv
         self.reporter.start_run(run_dir.path.name, config.requests, done=len(rows))
         model = self.trained_model(np.array([], dtype=np.int64), "pretraining")
         self.method.attach(model, self.dataset.num_classes).to(self.eval_device)
-        if rows:
-            self.method.load_resume_state(unpack_state(run_dir.load_state(len(rows)), self.guards))
+        if resumed is not None:
+            self.method.load_resume_state(resumed)
             self.reporter.message(f"resuming at request {len(rows) + 1}/{config.requests}")
+        run_dir.repair_derived(rows)  # a kill between metrics.jsonl and history.csv left it short
         for t in range(len(rows) + 1, config.requests + 1):
+            self.current_request = t
             request = self.stream.select(t)
             timings = self.serve(request)
             self.nodes.announce(f"request-{t}", "diverged" if timings["diverged"] else "ok")
@@ -305,7 +319,9 @@ class Runner:
         summary["status"] = "diverged" if _diverged(rows) else "complete"
         if _diverged(rows):
             summary["diverged_at"] = rows[-1]["t"]
-        if not (already_complete and (self.run_dir.path / "summary.json").exists()):
+        if already_complete:  # rewritten only where it disagrees with metrics.jsonl: a finished run stays as it is
+            self.run_dir.repair_derived(rows, summary)
+        else:
             self.run_dir.write_summary(summary)
         self.run_logger.finish()
         return RunResult(self.run_dir.path, rows, summary, already_complete=already_complete)

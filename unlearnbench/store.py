@@ -2,9 +2,12 @@
 
 An entry is keyed by a hash of (dataset, arch, training recipe, seed, sorted excluded indices),
 so every method on the same stream and seed shares the same oracles and a second run trains
-none. Writes are atomic (weights first, then the metadata that names their sha256); a reader
-verifies the hash and loads with `weights_only=True`, so a truncated, edited or malicious file is
-retrained, never trusted. A per-entry file lock makes parallel processes train each model once.
+none. Writes are atomic (weights first, then the metadata that names their key and sha256); a
+reader verifies both, so the files of another entry copied over this one's are not taken for it,
+and loads with `weights_only=True`, so a truncated, edited, misplaced or malicious file (or
+metadata that is not a JSON object of UTF-8 text) is retrained, never trusted. A model with a
+non-finite weight is never stored: training that diverged is an error naming the recipe. A
+per-entry file lock makes parallel processes train each model once.
 """
 
 from __future__ import annotations
@@ -21,7 +24,12 @@ import numpy as np
 import torch
 from filelock import FileLock
 
+from unlearnbench.errors import ConfigError
 from unlearnbench.io import write_atomic, write_json_atomic
+
+
+class TrainingDivergedError(ConfigError):
+    """Training from scratch gave non-finite weights: the recipe, not the run, must change."""
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -61,22 +69,27 @@ class ModelStore:
         return self.root / f"{key}.pt", self.root / f"{key}.json", self.root / f"{key}.lock"
 
     def load(self, spec: ModelSpec) -> dict[str, torch.Tensor] | None:
-        """The entry's state dict if present and its sha256 matches; None otherwise."""
-        weights, meta, _ = self._paths(spec.key())
+        """The entry's state dict if present, written for this key, its sha256 matching and its weights finite;
+        None otherwise (the caller retrains it)."""
+        key = spec.key()
+        weights, meta, _ = self._paths(key)
         if not (weights.exists() and meta.exists()):
             return None
         try:
-            expected = json.loads(meta.read_text())["sha256"]
-        except (json.JSONDecodeError, KeyError):
+            metadata = json.loads(meta.read_bytes().decode("utf-8"))
+        except ValueError:  # not UTF-8 (UnicodeDecodeError) or not JSON
             return None
+        if not isinstance(metadata, dict) or metadata.get("key") != key:
+            return None  # damaged, written before keys were recorded, or another entry's files copied here
         data = weights.read_bytes()
-        if sha256_bytes(data) != expected:
+        if sha256_bytes(data) != metadata.get("sha256"):
             return None
         try:
-            return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+            state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
         except (pickle.UnpicklingError, RuntimeError):
             # Not plain tensors (e.g. a pickle that would run code): never trusted, rebuilt instead.
             return None
+        return state if isinstance(state, dict) and _finite(state) else None
 
     def get_or_train(self, spec: ModelSpec, train: Callable[[], dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
         """Load the entry, or train it (once across processes) and store it atomically."""
@@ -90,11 +103,32 @@ class ModelStore:
             if state is not None:
                 return state
             state = {name: tensor.detach().cpu() for name, tensor in train().items()}
+            if not _finite(state):
+                what = (
+                    "the pretrained model"
+                    if not spec.excluded
+                    else f"an oracle ({len(spec.excluded)} samples left out)"
+                )
+                raise TrainingDivergedError(
+                    f"training {what} of {spec.dataset}/{spec.arch} diverged (non-finite weights) with recipe "
+                    f"{json.dumps(spec.recipe)}; nothing was stored: lower its lr, e.g. --recipe '{{\"lr\": ...}}'"
+                )
             buffer = io.BytesIO()
             torch.save(state, buffer)
             data = buffer.getvalue()
             write_atomic(weights, lambda f: f.write(data))
             spec_meta = {"dataset": spec.dataset, "arch": spec.arch, "recipe": spec.recipe, "seed": spec.seed}
-            write_json_atomic(meta, {"sha256": sha256_bytes(data), "num_excluded": len(spec.excluded), **spec_meta})
+            write_json_atomic(
+                meta, {"key": spec.key(), "sha256": sha256_bytes(data), "num_excluded": len(spec.excluded), **spec_meta}
+            )
             self.trained += 1
             return state
+
+
+def _finite(state: dict) -> bool:
+    """Every floating-point tensor of a state dict holds finite numbers only."""
+    return all(
+        bool(torch.isfinite(tensor).all())
+        for tensor in state.values()
+        if isinstance(tensor, torch.Tensor) and tensor.is_floating_point()
+    )

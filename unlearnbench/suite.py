@@ -55,7 +55,8 @@ from typing import Any
 
 import yaml
 
-from unlearnbench.config import ConfigError, Hardware, RunConfig
+from unlearnbench.config import ConfigError, Hardware, RunConfig, check_writable_directory
+from unlearnbench.interrupt import Interrupted
 
 TOP_KEYS = {"out", "store", "leaderboard", "common", "settings", "methods", "streams", "seeds"}
 HARDWARE_KEYS = {f.name for f in fields(Hardware)}
@@ -237,6 +238,11 @@ def suite_grid(suite: dict, out: Path | None = None, logger: str | None = None) 
     streams = _streams(suite.get("streams"))
     out_dir = Path(out) if out is not None else Path(suite.get("out") or "runs")
     store = suite.get("store")
+    board = suite.get("leaderboard")
+    if board is not None and board is not False and not isinstance(board, str):
+        raise SuiteError(f"`leaderboard` must be a folder, or false for none, got {board!r}")
+    if isinstance(board, str):  # found now, not after every cell has run
+        check_writable_directory(Path(board))
     cells = []
     for k, setting in enumerate(settings, start=1):
         hardware = Hardware(**{key: setting[key] for key in HARDWARE_KEYS if key in setting})
@@ -371,6 +377,9 @@ def run_suite(
         try:
             with reporter.live():
                 result = runner.run()
+        except Interrupted as interrupt:  # SIGINT/SIGTERM: the suite stops, never reporting success
+            interrupt.where = f"cell {i}/{len(runners)}, {interrupt.where}"
+            raise
         except Exception as error:  # a failing cell is recorded; the suite goes on
             runner.run_logger.finish(failed=True)
             message = f"{type(error).__name__}: {error}"
@@ -437,7 +446,7 @@ def suite_command(argv: list[str]) -> int:
     """
     from jsonargparse import ArgumentError, ArgumentParser
 
-    from unlearnbench.console import Reporter
+    from unlearnbench.console import Reporter, silence_library_warnings
 
     parser = ArgumentParser(
         prog="unlearnbench suite", description="Run a grid of runs, then build the leaderboard.", exit_on_error=False
@@ -467,6 +476,8 @@ def suite_command(argv: list[str]) -> int:
         print("\n".join(check_report(str(args.suite), cells, shard)))
         return 0
     reporter = Reporter(quiet=args.quiet)
+    if args.quiet:
+        silence_library_warnings()
     result = run_suite(suite, reporter, out=args.out, logger=args.logger, shard=shard)
     done = sum(1 for cell in result.cells if cell.status != "failed")
     reporter.message(

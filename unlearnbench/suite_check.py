@@ -4,22 +4,22 @@ A suite of the seed papers' settings trains hundreds of models; a typo in its la
 not surface after the first ones have trained for a day, and a cluster job should be checkable on
 a laptop that holds none of the datasets. `check_suite` resolves each cell as its `Runner` would
 (registry names, method hyperparameters, the (dataset, arch) recipe, stream sizes, the run
-identity and directory) but loads no dataset and writes nothing. Stream sizes are checked
-against a dataset's train-split size and class count where its registration declares them
-(`data.base.known_size`); other datasets' streams are checked when the run loads them.
-`run_suite` runs this check before it builds any Runner.
+identity and directory) but loads no dataset and writes nothing; the checks of the values
+themselves are `RunConfig.validate`'s, so the check accepts exactly what `unlearnbench run`
+accepts. Stream sizes are checked against a dataset's train-split size and class count where its
+registration declares them (`data.base.known_size`); other datasets' streams are checked when the
+run loads them. `run_suite` runs this check before it builds any Runner.
 """
 
 from __future__ import annotations
 
-import inspect
 import json
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from unlearnbench.config import ConfigError, RunConfig
-from unlearnbench.data.base import KnownSize, data_root
-from unlearnbench.registry import DATASETS, METHODS, STREAMS
+from unlearnbench.data.base import data_root
+from unlearnbench.registry import METHODS, STREAMS
 from unlearnbench.rundir import RunDirectory
 from unlearnbench.suite import GridConfig, SuiteError, cell_label, select_shard, suite_grid
 from unlearnbench.training import Recipe
@@ -65,63 +65,18 @@ def _resolve(item: GridConfig) -> Cell:
 
 def resolve_run(config: RunConfig) -> tuple[dict, Path]:
     """A run's identity and run directory, as its `Runner` will compute them; loads and writes nothing."""
-    config.validate()
-    _check_run_options(config)
+    config.validate()  # names, numbers, hardware and, for datasets of known size, the stream's sizes
     method_class = METHODS.get(config.method)
-    defaults = {name: p.default for name, p in inspect.signature(method_class).parameters.items()}
-    _check_numbers(config.method_args, defaults, f"method {config.method!r} argument")
     try:
         method = method_class(**config.method_args)
     except (TypeError, ValueError) as error:
         raise ConfigError(f"invalid arguments for method {config.method!r}: {error}") from error
     recipe = _recipe(config)
     size = STREAMS.get(config.stream).default_size if config.size is None else config.size
-    known: KnownSize | None = getattr(DATASETS.get(config.dataset), "known_size", None)
-    if known is not None:
-        STREAMS.get(config.stream)().validate(known.num_train, known.num_classes, config.requests, size)
     identity = config.identity(dict(method.hparams), recipe.as_dict(), size)
     run_dir = config.run_path(identity)
     RunDirectory(run_dir).check(identity)  # reads an existing run's config.yaml, if any
     return identity, run_dir
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _check_run_options(config: RunConfig) -> None:
-    if not _is_int(config.requests) or config.requests < 1:
-        raise ConfigError(f"requests must be a whole number >= 1, got {config.requests!r}")
-    if config.size is not None and not _is_number(config.size):
-        raise ConfigError(f"size must be a number, got {config.size!r}")
-    for name in ("download", "save_logits"):
-        if not isinstance(getattr(config, name), bool):
-            raise ConfigError(f"{name} must be true or false, got {getattr(config, name)!r}")
-
-
-def _check_numbers(values: dict, defaults: dict, what: str) -> None:
-    """A number where the default is a number, a flag where it is a flag.
-
-    YAML reads `1e-4` (no dot) and `1.0e4` (no exponent sign) as text; uncaught, such a value
-    fails only when unlearning starts, after the pretrained model and the oracles were trained.
-    """
-    for name, value in values.items():
-        default = defaults.get(name)
-        if isinstance(default, bool):
-            expected, ok = "true or false", isinstance(value, bool)
-        elif isinstance(default, int):
-            expected, ok = "a whole number", _is_int(value)
-        elif isinstance(default, float):
-            expected, ok = "a number", _is_number(value)
-        else:
-            continue
-        if not ok:
-            hint = " (YAML reads 1e-4 as text: write 1.0e-4)" if isinstance(value, str) else ""
-            raise ConfigError(f"{what} {name} must be {expected}, got {value!r}{hint}")
 
 
 def _recipe(config: RunConfig) -> Recipe:
@@ -137,7 +92,6 @@ def _recipe(config: RunConfig) -> Recipe:
             f"no recipe unlearnbench/recipes/{path.name} for ({config.dataset}, {config.arch}): add one that cites its "
             f"source, or give {', '.join(missing)} in `recipe`"
         )
-    _check_numbers(config.recipe, Recipe().as_dict(), "recipe key")
     return replace(Recipe.for_setting(config.dataset, config.arch), **config.recipe)
 
 

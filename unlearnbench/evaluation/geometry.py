@@ -59,6 +59,7 @@ from pathlib import Path
 
 import numpy as np
 
+from unlearnbench.errors import DamagedFileError
 from unlearnbench.io import write_json_atomic, write_text_atomic
 
 UPDATES_FILE = "updates.f32"
@@ -86,14 +87,40 @@ class UpdateStore:
     run serving request t again) leaves one row, holding the last value.
     """
 
-    def __init__(self, directory: Path, num_requests: int):
+    def __init__(self, directory: Path, num_requests: int, finished: int = 0):
+        """`finished`: requests already committed to the run; their rows must be on disk.
+
+        A damaged pair is refused rather than repaired: numpy would pad a short `updates.f32` with
+        zeros, and a missing header would make the writer start a new, empty file, either way
+        changing the geometry of the requests already served without a word.
+        """
         self.directory = Path(directory)
         self.num_requests = num_requests
         self.header: dict | None = None
+        rerun = f"delete {self.directory} to rerun it"
         if self.header_path.exists():
-            self.header = json.loads(self.header_path.read_text())
+            try:
+                self.header = json.loads(self.header_path.read_bytes().decode("utf-8"))
+            except ValueError:
+                raise DamagedFileError(f"{self.header_path} is not readable JSON; {rerun}") from None
+            if not isinstance(self.header, dict) or not {"d", "T", "rows", "parameters"} <= set(self.header):
+                raise DamagedFileError(f"{self.header_path} is not an update header; {rerun}")
             if self.header.get("T") != num_requests:
                 raise LayoutError(f"{self.header_path} was written for T={self.header.get('T')}, not {num_requests}")
+            expected = num_requests * self.d * 4
+            size = self.path.stat().st_size if self.path.exists() else None
+            if size is None and self.d > 0:
+                raise DamagedFileError(f"{self.path} is missing (the updates u_t of the served requests); {rerun}")
+            if size is not None and size != expected:
+                raise DamagedFileError(
+                    f"{self.path} holds {size} bytes where its header {self.header_path.name} says "
+                    f"{num_requests} x {self.d} float32 = {expected} (cut short?); {rerun}"
+                )
+        elif finished > 0 and self.path.exists():
+            raise DamagedFileError(
+                f"{self.header_path} is missing but {self.path.name} holds the updates of {finished} served "
+                f"request(s); restore it, or {rerun}"
+            )
 
     @property
     def path(self) -> Path:
@@ -380,9 +407,9 @@ def _format(value) -> str:
 class GeometryRecorder:
     """What the runner calls after each request: store u_t, rewrite geometry.csv, return row keys."""
 
-    def __init__(self, directory: Path, num_requests: int):
+    def __init__(self, directory: Path, num_requests: int, finished: int = 0):
         self.directory = Path(directory)
-        self.store = UpdateStore(directory, num_requests)
+        self.store = UpdateStore(directory, num_requests, finished)
         self.not_applicable: str | None = None
 
     def record(self, t: int, layout, update: np.ndarray) -> dict:

@@ -23,7 +23,10 @@ Every logger writes inside the run directory and nothing else:
   table when `geometry.csv` exists.
 - `none`: nothing beyond the run directory.
 
-`import wandb` takes seconds, so it happens only when the wandb logger is chosen.
+`import wandb` takes seconds, so it happens only when the wandb logger is chosen. Asked to log
+online (`WANDB_MODE=online`) without a key (`WANDB_API_KEY` or `wandb login`'s netrc entry), the run
+is refused before any data is loaded instead of waiting on a login prompt; W&B's own start-up is
+bounded (`WANDB_INIT_TIMEOUT`, 60 s unless set) and its failure is one line, exit 2.
 """
 
 from __future__ import annotations
@@ -32,9 +35,14 @@ import json
 import math
 from pathlib import Path
 
+from unlearnbench.errors import ConfigError
 from unlearnbench.registry import LOGGERS
 
 STATE_FILE = "logger.json"
+
+
+class LoggerUnavailableError(ConfigError):
+    """The chosen experiment logger cannot start (no key for online W&B, no network)."""
 
 
 def read_state(run_dir: Path) -> dict:
@@ -94,6 +102,10 @@ class RunLogger:
         self.identity, self.run_name, self.first_request = identity, run_name, first_request
         self.state = read_state(self.run_dir)
         self.closed = False
+
+    @classmethod
+    def check_environment(cls) -> None:
+        """Refuse, before any data is loaded, a logger that cannot start here (raise LoggerUnavailableError)."""
 
     @property
     def lightning_logger(self):

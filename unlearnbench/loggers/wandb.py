@@ -9,7 +9,7 @@ import string
 from pathlib import Path
 from typing import Any
 
-from unlearnbench.loggers import RunLogger, request_metrics, with_step_offset, write_state
+from unlearnbench.loggers import LoggerUnavailableError, RunLogger, request_metrics, with_step_offset, write_state
 from unlearnbench.registry import LOGGERS
 
 #: Folders W&B would otherwise put in the home directory, and where they go inside the run directory.
@@ -32,6 +32,29 @@ class WandbRunLogger(RunLogger):
     ):
         super().__init__(run_dir, identity, run_name, first_request)
         self._saved_env = self._point_wandb_inside_run_dir()
+        try:
+            self._start(run_name, identity, project)
+        except Exception as error:
+            import wandb
+
+            self._restore_env()
+            if isinstance(error, wandb.errors.Error):  # W&B could not start: one line, not its traceback
+                raise LoggerUnavailableError(f"--logger wandb could not start: {error}; use --logger csv") from error
+            raise
+
+    @classmethod
+    def check_environment(cls) -> None:
+        """Online W&B with no key would wait on a login prompt: refuse it before anything is loaded."""
+        if os.environ.get("WANDB_MODE", "offline") in ("offline", "disabled", "dryrun"):
+            return
+        if os.environ.get("WANDB_API_KEY") or _netrc_has_wandb_key():
+            return
+        raise LoggerUnavailableError(
+            f"--logger wandb with WANDB_MODE={os.environ['WANDB_MODE']} needs a W&B key (WANDB_API_KEY or "
+            "`wandb login`); unset WANDB_MODE to log offline, or use --logger csv"
+        )
+
+    def _start(self, run_name: str, identity: dict, project: str | None) -> None:
         import wandb
         from lightning.pytorch.loggers import WandbLogger
 
@@ -64,6 +87,8 @@ class WandbRunLogger(RunLogger):
         if "WANDB_MODE" not in os.environ and "WANDB_API_KEY" not in os.environ:
             wanted["WANDB_MODE"] = "offline"
         wanted.setdefault("WANDB_SILENT", "true")
+        if "WANDB_INIT_TIMEOUT" not in os.environ:
+            wanted["WANDB_INIT_TIMEOUT"] = "60"
         saved = {name: os.environ.get(name) for name in wanted}
         for name, value in wanted.items():
             if name in WANDB_DIRS:
@@ -136,3 +161,14 @@ class WandbRunLogger(RunLogger):
             if "update_norm" in columns:
                 logged["geometry/update_norm"] = wandb.plot.line(table, "t", "update_norm", title="‖u_t‖")
             run.log(logged)
+
+
+def _netrc_has_wandb_key() -> bool:
+    import netrc
+    from urllib.parse import urlparse
+
+    host = urlparse(os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")).hostname
+    try:
+        return netrc.netrc(os.environ.get("NETRC")).authenticators(host) is not None
+    except (OSError, netrc.NetrcParseError):
+        return False

@@ -18,11 +18,12 @@ import torch
 from torch import Tensor, nn
 
 from unlearnbench.data.base import Batch
+from unlearnbench.errors import ConfigError
 from unlearnbench.streams.base import StreamView, UnlearningRequest
 from unlearnbench.streams.batches import BatchMode
 
 
-class ResumeStateError(ValueError):
+class ResumeStateError(ConfigError):
     """A saved method state that the method cannot take back (its code changed since it was saved)."""
 
 

@@ -19,7 +19,11 @@ The best method per column is marked (bold in Markdown, highlighted in HTML, lis
 one closest to the oracle's mean where the oracle is the target (arrow `→oracle`), else the lowest
 or highest by the column's direction. A run that is not finished (no `summary.json`), that
 diverged (`"status": "diverged"`) or that failed in a suite (`error.json`) is never dropped: its row
-says so in the status column and its numbers are left out of the means.
+says so in the status column and its numbers are left out of the means. Neither is a damaged run
+(a `metrics.jsonl` line that is torn or repeats a request, a `config.yaml` edited after the run so
+that it no longer matches its folder's hash, a missing `manifest.json`): its row names the damage,
+and a run whose `config.yaml` cannot be read at all is listed, with its problem, under provenance.
+Run directories behind symbolic links are followed.
 
 Outputs in `--out` (default RUNS_DIR/leaderboard): `leaderboard.md`, `leaderboard.csv`,
 `leaderboard.html` (one self-contained page: inline CSS/JS, sortable columns, no network) and
@@ -35,12 +39,15 @@ import hashlib
 import io
 import json
 import math
+import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import yaml
 
+from unlearnbench.errors import ConfigError, DamagedFileError
 from unlearnbench.evaluation.geometry import read_geometry_csv
 from unlearnbench.evaluation.keys import METRIC_KEYS
 from unlearnbench.evaluation.scoring import stream_summary
@@ -107,6 +114,8 @@ class RunRecord:
     provenance: dict
     history: np.ndarray | None
     geometry: list[dict]
+    #: what makes the run's files untrustworthy (published as "damaged", never averaged); None when sound
+    problem: str | None = None
 
     @property
     def config_hash(self) -> str:
@@ -122,7 +131,9 @@ class RunRecord:
 
     @property
     def status(self) -> str:
-        """complete | diverged | failed | unfinished."""
+        """complete | diverged | failed | unfinished | damaged."""
+        if self.problem is not None:
+            return "damaged"
         if self.summary is not None and (
             self.summary.get("status") == "diverged" or any(r.get("status") == "diverged" for r in self.rows)
         ):
@@ -135,6 +146,8 @@ class RunRecord:
 
     def status_detail(self) -> str:
         status = self.status
+        if status == "damaged":
+            return f"damaged: {self.problem}"
         if status == "diverged":
             at = (self.summary or {}).get("diverged_at") or next(
                 (r["t"] for r in self.rows if r.get("status") == "diverged"), "?"
@@ -187,23 +200,27 @@ def _read_json(path: Path) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def read_run(path: Path) -> RunRecord | None:
-    """A run directory, or None when `path` holds no readable config.yaml."""
+#: A run directory named by `RunConfig.run_path`: `...-seed<seed>-<first 8 hex digits of the identity's sha256>`.
+_HASHED_NAME = re.compile(r"-seed\d+-([0-9a-f]{8})$")
+
+
+def read_run(path: Path) -> RunRecord:
+    """A run directory as read from disk; whatever makes it untrustworthy is its `problem`."""
+    from unlearnbench.rundir import RunDirectory
+
+    problem = None
     try:
         identity = yaml.safe_load((path / "config.yaml").read_text())
-    except (OSError, yaml.YAMLError):
-        return None
-    if not isinstance(identity, dict) or "method" not in identity:
-        return None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+        identity, problem = {}, f"config.yaml is not readable YAML ({type(error).__name__})"
+    if not isinstance(identity, dict):
+        identity, problem = {}, "config.yaml is not a run's configuration"
     rows: list[dict] = []
-    metrics = path / "metrics.jsonl"
-    if metrics.exists():
-        for line in metrics.read_text().splitlines():
-            try:
-                rows.append(json.loads(line))
-            except ValueError:
-                break  # a torn last line: everything before it is valid
-    return RunRecord(
+    try:
+        rows = RunDirectory(path).rows()
+    except (OSError, DamagedFileError) as error:
+        problem = problem or str(error).replace(str(path / "metrics.jsonl"), "metrics.jsonl").split(";")[0]
+    record = RunRecord(
         path=path,
         identity=identity,
         rows=rows,
@@ -212,19 +229,41 @@ def read_run(path: Path) -> RunRecord | None:
         provenance=_read_json(path / "provenance.json") or {},
         history=read_history(path / "history.csv"),
         geometry=read_geometry_csv(path / "geometry.csv"),
+        problem=problem,
     )
+    named = _HASHED_NAME.search(path.name)
+    if record.problem is None and named and named.group(1) != record.config_hash:
+        record.problem = (
+            f"config.yaml does not match its folder (hash {record.config_hash}, folder {named.group(1)}): "
+            "edited after the run?"
+        )
+    if record.problem is None and not (path / "manifest.json").is_file():
+        record.problem = "manifest.json is missing"
+    return record
+
+
+def _is_run_config(path: Path) -> bool:
+    """A `config.yaml` a run wrote (its identity names the method), not another tool's (W&B's `method: {value: ..}`)."""
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return True  # unreadable: listed as a damaged run rather than dropped
+    return not isinstance(data, dict) or isinstance(data.get("method"), str)
 
 
 def collect_runs(runs_dir: Path) -> list[RunRecord]:
-    """Every run directory under `runs_dir` (recursively), in path order."""
-    runs = []
-    for config in sorted(Path(runs_dir).rglob("config.yaml")):
-        if not (config.parent / "manifest.json").exists():
-            continue  # not a run directory (e.g. the config.yaml inside a W&B run folder)
-        run = read_run(config.parent)
-        if run is not None:
-            runs.append(run)
-    return runs
+    """Every run directory under `runs_dir` (recursively, through symbolic links, each once), in path order."""
+    runs, seen = [], set()
+    for folder, subfolders, files in os.walk(runs_dir, followlinks=True):
+        real = os.path.realpath(folder)
+        if real in seen:  # a link back up the tree, or two links to one run
+            subfolders[:] = []
+            continue
+        seen.add(real)
+        subfolders.sort()
+        if "config.yaml" in files and _is_run_config(Path(folder) / "config.yaml"):
+            runs.append(read_run(Path(folder)))
+    return sorted(runs, key=lambda run: str(run.path))
 
 
 # ------------------------------------------------------------------------------------------- tables
@@ -339,6 +378,8 @@ def build_groups(runs: list[RunRecord]) -> list[Group]:
     """Runs into tables: one per (dataset, arch, stream, size, T, recipe); methods and the oracle as rows."""
     by_group: dict[tuple, list[RunRecord]] = {}
     for run in runs:
+        if "method" not in run.identity:
+            continue  # no readable configuration: listed under provenance only
         ident = run.identity
         key = (
             ident.get("dataset"),
@@ -464,8 +505,11 @@ def _header(column: Column) -> str:
     return f"{column.title} {column.arrow}"
 
 
-def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|")
+def _md_escape(text: object) -> str:
+    """Text safe inside a Markdown table cell: HTML escaped (Markdown renders raw HTML), one line, `|` escaped."""
+    import html
+
+    return " ".join(html.escape(str(text), quote=False).split()).replace("|", "\\|")
 
 
 def render_markdown(groups: list[Group], prov: dict, plots: dict[str, list[Path]], out_dir: Path) -> str:
@@ -473,7 +517,7 @@ def render_markdown(groups: list[Group], prov: dict, plots: dict[str, list[Path]
     if not groups:
         lines += ["No run directories found.", ""]
     for group in groups:
-        lines += [f"## {group.title}", ""]
+        lines += [f"## {_md_escape(group.title)}", ""]
         lines.append("| method | n | " + " | ".join(_header(c) for c in group.columns) + " | status |")
         lines.append("|---|---:|" + "---:|" * len(group.columns) + "---|")
         for entry in group.rows:
@@ -481,10 +525,8 @@ def render_markdown(groups: list[Group], prov: dict, plots: dict[str, list[Path]
             for column in group.columns:
                 text = entry.cells[column.key].text()
                 cells.append(f"**{text}**" if column.key in entry.best else text)
-            label = f"*{entry.label}*" if entry.is_oracle else entry.label
-            lines.append(
-                f"| {_md_escape(label)} | {entry.n} | " + " | ".join(cells) + f" | {_md_escape(entry.status)} |"
-            )
+            label = f"*{_md_escape(entry.label)}*" if entry.is_oracle else _md_escape(entry.label)
+            lines.append(f"| {label} | {entry.n} | " + " | ".join(cells) + f" | {_md_escape(entry.status)} |")
         lines.append("")
         for path in plots.get(group.slug, []):
             relative = path.relative_to(out_dir).as_posix()
@@ -500,15 +542,19 @@ def _provenance_markdown(prov: dict) -> list[str]:
         "",
         f"Generated {prov['generated']} by unlearnbench {prov['package_version']}"
         + (f", commit {prov['git_commit']}" if prov.get("git_commit") else "")
-        + f", from the run directories under `{prov['runs_dir']}`.",
+        + f", from the run directories under `{_md_escape(prov['runs_dir'])}`.",
         "",
         "| run | config hash | seed | status | device | version | commit | date |",
         "|---|---|---:|---|---|---|---|---|",
     ]
     for run in prov["runs"]:
         lines.append(
-            f"| {run['run']} | {run['config_hash']} | {run['seed']} | {_md_escape(run['status'])} | "
-            f"{run['device']} | {run['version']} | {run['commit']} | {run['date']} |"
+            "| "
+            + " | ".join(
+                _md_escape(run[key])
+                for key in ("run", "config_hash", "seed", "status", "device", "version", "commit", "date")
+            )
+            + " |"
         )
     return lines
 
@@ -571,7 +617,7 @@ def build_leaderboard(runs_dir: Path, out_dir: Path | None = None, plots: bool =
 
 
 def leaderboard_command(argv: list[str]) -> int:
-    """`unlearnbench leaderboard RUNS_DIR [--out DIR] [--plots false]`; ValueError for bad input."""
+    """`unlearnbench leaderboard RUNS_DIR [--out DIR] [--plots false]`; ConfigError for bad input (nothing written)."""
     from jsonargparse import ArgumentError, ArgumentParser
 
     parser = ArgumentParser(
@@ -583,10 +629,21 @@ def leaderboard_command(argv: list[str]) -> int:
     try:
         args = parser.parse_args(argv)
     except ArgumentError as error:
-        raise ValueError(str(error)) from error
+        raise ConfigError(str(error)) from error
     if not args.runs_dir.is_dir():
-        raise ValueError(f"{args.runs_dir} is not a directory of runs")
+        raise ConfigError(f"{args.runs_dir} is not a directory of runs")
+    check_output_folder(args.out if args.out is not None else args.runs_dir / "leaderboard")
     board = build_leaderboard(args.runs_dir, args.out, plots=args.plots)
     runs = len(board.provenance["runs"])
     print(f"{runs} run(s) in {len(board.groups)} table(s): {board.files['md']} (+ .csv, .html, plots/)")
+    damaged = [run for run in board.provenance["runs"] if run["status"].startswith("damaged")]
+    for run in damaged:
+        print(f"not published: {run['run']}: {run['status']}")
     return 0
+
+
+def check_output_folder(path: Path) -> None:
+    """The leaderboard's folder is, or can be made, a writable directory (not a file): ConfigError otherwise."""
+    from unlearnbench.config import check_writable_directory
+
+    check_writable_directory(Path(path))

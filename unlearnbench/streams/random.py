@@ -20,11 +20,16 @@ class RandomSamples:
         return f"{100 * size:g}% of train per request"
 
     def _count(self, num_train: int, size: float) -> int:
-        return max(1, round(size * num_train))
+        return round(size * num_train)
 
     def validate(self, num_train: int, num_classes: int, num_requests: int, size: float) -> None:
         if not 0 < size < 1:
             raise StreamError(f"random size is a fraction in (0, 1), got {size}")
+        if self._count(num_train, size) < 1:  # never silently one sample: the user asked for less
+            raise StreamError(
+                f"random size {size} of {num_train} train samples is less than one sample per request; "
+                f"use size >= {1 / num_train:.2g}"
+            )
         if num_requests * size >= 1 or num_requests * self._count(num_train, size) >= num_train:
             raise StreamError(
                 f"random stream needs requests x size < 1 so that some samples are retained, "

@@ -1,0 +1,71 @@
+"""The package's import graph: no cycle, nothing under report/ reachable from a run, no global state set at import."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import unlearnbench
+
+PACKAGE = Path(unlearnbench.__file__).parent
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the package's modules it imports anywhere in its body (lazy imports count: they still run)."""
+    modules = {}
+    for path in PACKAGE.rglob("*.py"):
+        name = ".".join(("unlearnbench", *path.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(".__init__")
+        modules[name] = path
+    graph = {name: set() for name in modules}
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                targets = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            elif isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                continue
+            graph[name] |= {target for target in targets if target in modules and target != name}
+    return graph
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        module = todo.pop()
+        if module not in seen:
+            seen.add(module)
+            todo += graph[module]
+    return seen
+
+
+def test_no_import_cycle():
+    """A pair (a, b) where a imports b and b leads back to a: the two cannot be understood apart."""
+    graph = import_graph()
+    assert sorted((a, b) for a in graph for b in graph[a] if a in reachable(graph, b)) == []
+
+
+def test_nothing_that_runs_during_a_run_imports_report():
+    """report/ reads finished run directories; the runner, store, loggers and evaluation never need it."""
+    graph = import_graph()
+    assert sorted(m for m in reachable(graph, "unlearnbench.runner") if m.startswith("unlearnbench.report")) == []
+
+
+def test_importing_the_package_sets_no_logging_level_or_warning_filter():
+    """Our modules leave logging and warnings as the libraries left them; the CLI sets them for itself."""
+    code = """
+import logging, warnings
+import geoopt, jsonargparse, lightning.pytorch, matplotlib, rich, scipy.stats, sklearn.svm, timm, torch, torchvision
+def state():
+    names = sorted(logging.root.manager.loggerDict)
+    return list(warnings.filters), {name: logging.getLogger(name).level for name in names}
+filters, levels = state()
+import unlearnbench.runner, unlearnbench.suite, unlearnbench.cli, unlearnbench.loggers
+after_filters, after_levels = state()
+assert after_filters == filters, [f for f in after_filters if f not in filters]
+changed = {name: level for name, level in after_levels.items() if levels.get(name, logging.NOTSET) != level}
+assert changed == {}, changed
+"""
+    subprocess.run([sys.executable, "-c", code], check=True)
