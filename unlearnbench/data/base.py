@@ -28,16 +28,17 @@ DATA_DIR_ENV = "UNLEARNBENCH_DATA"
 
 @dataclass(frozen=True)
 class KnownSize:
-    """A dataset's train-split size and class count, fixed by its definition."""
+    """A dataset's train-split size and class count (and test-split size, where declared), fixed by its definition."""
 
     num_train: int
     num_classes: int
+    num_test: int | None = None
 
 
 Factory = TypeVar("Factory")
 
 
-def known_size(num_train: int, num_classes: int):
+def known_size(num_train: int, num_classes: int, num_test: int | None = None):
     """Decorator: record a dataset factory's `KnownSize` as `factory.known_size`.
 
     `unlearnbench suite --check` validates stream sizes (requests x size against the classes or
@@ -46,7 +47,7 @@ def known_size(num_train: int, num_classes: int):
     """
 
     def decorator(factory: Factory) -> Factory:
-        factory.known_size = KnownSize(num_train, num_classes)
+        factory.known_size = KnownSize(num_train, num_classes, num_test)
         return factory
 
     return decorator
