@@ -49,7 +49,7 @@ def check_suite(suite: dict, out: Path | None = None, logger: str | None = None)
         if cell.run_dir in seen:
             raise SuiteError(
                 f"{label} is the same run as cell {seen[cell.run_dir]}: a run is named after what its numbers depend "
-                f"on (method and its arguments, stream, size, requests, dataset, arch, seed, oracle, recipe, "
+                f"on (method and its arguments, stream, size, requests, dataset and its arguments, arch and its arguments, seed, oracle, recipe, "
                 f"precision), not data_dir, download, logger or other hardware keys; remove the duplicate"
             )
         seen[cell.run_dir] = i
@@ -78,7 +78,8 @@ def resolve_run(config: RunConfig) -> tuple[dict, Path]:
     size = STREAMS.get(config.stream).default_size if config.size is None else config.size
     known: KnownSize | None = getattr(DATASETS.get(config.dataset), "known_size", None)
     if known is not None:
-        STREAMS.get(config.stream)().validate(known.num_train, known.num_classes, config.requests, size)
+        num_train = config.dataset_args.get("train_size") or known.num_train  # a subset, where one is asked for
+        STREAMS.get(config.stream)().validate(num_train, known.num_classes, config.requests, size)
     identity = config.identity(dict(method.hparams), recipe.as_dict(), size)
     run_dir = config.run_path(identity)
     RunDirectory(run_dir).check(identity)  # reads an existing run's config.yaml, if any
@@ -165,7 +166,8 @@ def models_to_train(cells: list[Cell]) -> tuple[int, int]:
     pretrained, streams = set(), set()
     for cell in cells:
         config = cell.config
-        key = (config.dataset, config.arch, json.dumps(cell.identity["recipe"], sort_keys=True), config.seed)
+        data = json.dumps([cell.identity.get("dataset_args"), cell.identity.get("arch_args")], sort_keys=True)
+        key = (config.dataset, data, config.arch, json.dumps(cell.identity["recipe"], sort_keys=True), config.seed)
         pretrained.add(key)
         if config.oracle == "retrain":
             streams.add((*key, config.stream, cell.identity["size"], config.requests))

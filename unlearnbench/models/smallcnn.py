@@ -37,6 +37,10 @@ class SmallCNN(PooledLinearClassifier):
 
 
 @ARCHS.register("smallcnn")
-def smallcnn(num_classes: int, in_channels: int = 1, input_size: int = 8) -> SmallCNN:
-    """Small CNN (3 conv-BN-ReLU blocks, ~0.1M parameters) for the embedded digits dataset."""
-    return SmallCNN(num_classes, in_channels)
+def smallcnn(num_classes: int, in_channels: int = 1, input_size: int = 8, width: int = 32) -> SmallCNN:
+    """Small CNN (3 conv-BN-ReLU blocks of width, 2x and 4x width channels; ~0.1M parameters at width 32).
+
+    `width` is an arch argument (`--arch.width 16`): compute grows with its square, so a CPU
+    benchmark on 28x28 images (Fashion-MNIST) can trade capacity for time.
+    """
+    return SmallCNN(num_classes, in_channels, width)
