@@ -78,9 +78,12 @@ def test_every_arch_takes_28x28_grey_inputs(arch):
 def test_smallcnn_width_is_an_arch_argument(tmp_path):
     from unlearnbench.training import arch_parameters
 
-    assert arch_parameters("smallcnn") == {"width": 32} and arch_parameters("resnet18") == {}
+    assert arch_parameters("smallcnn") == {"width": 32, "pools": 1} and arch_parameters("resnet18") == {}
     narrow = build_model("smallcnn", DATASETS.get("digits")(), {"width": 8})
     assert narrow.get_classifier().in_features == 4 * 8
+    pooled = ARCHS.get("smallcnn")(num_classes=10, in_channels=1, input_size=28, pools=2)
+    assert pooled.forward_features(torch.randn(1, 1, 28, 28)).shape == (1, 128, 7, 7)  # two pools: 28 -> 7
+    assert ARCHS.get("smallcnn")(num_classes=10).forward_features(torch.randn(1, 1, 28, 28)).shape[-1] == 14
     with pytest.raises(ConfigError, match="arch 'resnet18' has no argument"):
         RunConfig(method="finetune", arch="resnet18", arch_args={"width": 8}, out=tmp_path).validate()
 
