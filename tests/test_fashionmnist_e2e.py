@@ -5,7 +5,10 @@ and the oracles work on real data; this test can. It reads the Debian package's 
 (`apt-get install dataset-fashion-mnist`, which CI does), so it also covers the package folder as a
 source, and it is skipped, saying why, only where that package is not installed. Its size
 (train subset, width, epochs) is the `fashionmnist-smallcnn` recipe's setting scaled to a couple of
-minutes on 2 CPU cores: see the recipe file for the measured costs.
+minutes on 2 CPU cores: see the recipe file for the measured costs. Measured: pretrained test
+accuracy 83.4%, the oracles' forget accuracy 0.0% and test accuracy 87-94% on the retained classes;
+340 s wall on a shared 2-core machine at load average ~20 (one torch thread), ~130 CPU-seconds of
+training, so about 2 minutes on 2 idle cores.
 """
 
 from __future__ import annotations
