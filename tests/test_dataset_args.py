@@ -79,7 +79,7 @@ def test_command_line_config_file_and_suite_cell_resolve_alike(tmp_path):
     out = str(tmp_path / "runs")
     argv = ["--method", "rl", "--out", out, "--dataset.train_size", "300", "--arch.width", "8"]
     cli = run_config(parse_run_args(argv))
-    assert (cli.dataset_args, cli.arch_args) == ({"train_size": 300, "test_size": None}, {"width": 8})
+    assert (cli.dataset_args, cli.arch_args) == ({"train_size": 300, "test_size": None}, {"width": 8, "pools": 1})
     config_file = tmp_path / "run.yaml"
     config_file.write_text(yaml.safe_dump({"dataset_args": {"train_size": 300}, "arch_args": {"width": 8}}))
     from_file = run_config(parse_run_args(["--method", "rl", "--out", out, "--config", str(config_file)]))
