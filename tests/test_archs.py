@@ -64,6 +64,30 @@ def test_cifar_archs_take_64x64_and_8x8_grey_inputs(arch, width):
         assert pooled.shape == (1, width)
 
 
+@pytest.mark.parametrize("arch", [*ARCHS.names(), TIMM_EXAMPLE])
+def test_every_arch_takes_28x28_grey_inputs(arch):
+    """Fashion-MNIST and MNIST are 1x28x28: every arch of the registry must run on them."""
+    model = ARCHS.get(arch)(num_classes=NUM_CLASSES, in_channels=1, input_size=28).eval()
+    with torch.no_grad():
+        features = model.forward_features(torch.randn(2, 1, 28, 28))
+        pooled, logits = model.forward_head(features, pre_logits=True), model.forward_head(features)
+    assert logits.shape == (2, NUM_CLASSES) and pooled.shape == (2, model.get_classifier().in_features)
+    assert torch.isfinite(logits).all()
+
+
+def test_smallcnn_width_is_an_arch_argument(tmp_path):
+    from unlearnbench.training import arch_parameters
+
+    assert arch_parameters("smallcnn") == {"width": 32, "pools": 1} and arch_parameters("resnet18") == {}
+    narrow = build_model("smallcnn", DATASETS.get("digits")(), {"width": 8})
+    assert narrow.get_classifier().in_features == 4 * 8
+    pooled = ARCHS.get("smallcnn")(num_classes=10, in_channels=1, input_size=28, pools=2)
+    assert pooled.forward_features(torch.randn(1, 1, 28, 28)).shape == (1, 128, 7, 7)  # two pools: 28 -> 7
+    assert ARCHS.get("smallcnn")(num_classes=10).forward_features(torch.randn(1, 1, 28, 28)).shape[-1] == 14
+    with pytest.raises(ConfigError, match="arch 'resnet18' has no argument"):
+        RunConfig(method="finetune", arch="resnet18", arch_args={"width": 8}, out=tmp_path).validate()
+
+
 def test_preresnet110_has_110_layers_of_bottlenecks():
     model = ARCHS.get("preresnet110")(num_classes=100)
     blocks = [m for m in model.modules() if isinstance(m, PreActBottleneck)]

@@ -364,4 +364,5 @@ def test_every_registered_dataset_is_covered():
     from tests.test_data_models import EMBEDDED_DATASETS
 
     covered = {"cifar10", "cifar100", "tinyimagenet", "imagefolder", "synthetic_cifar", *EMBEDDED_DATASETS}
+    covered |= {"fashionmnist", "mnist"}  # tests/test_datasets_mnist.py
     assert set(DATASETS.names()) <= covered, "a new dataset needs a test here or in test_data_models.py"

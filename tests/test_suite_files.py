@@ -105,3 +105,19 @@ def test_known_sizes_are_the_loaded_sizes(name):
 
 def test_folder_of_classes_has_no_known_size():
     assert getattr(DATASETS.get("imagefolder"), "known_size", None) is None
+
+
+def test_the_published_leaderboard_suite_runs_every_registered_method_on_fashionmnist(empty_cwd, no_datasets):
+    """docs/leaderboard/ comes from benchmarks/fashionmnist.yaml: a new method joins it, at its defaults."""
+    from unlearnbench.registry import METHODS
+
+    suite = load_suite(ROOT / "benchmarks" / "fashionmnist.yaml")
+    cells = check_suite(suite)
+    assert {cell.config.method for cell in cells} == set(METHODS.names())
+    assert all(cell.config.method_args == {} for cell in cells)
+    assert {(c.config.stream, c.identity["size"], c.config.requests) for c in cells} == {
+        ("classwise", 1, 5),
+        ("random", 0.01, 10),
+    }
+    assert {c.config.seed for c in cells} == {0, 1, 2} and suite["leaderboard"] == "docs/leaderboard"
+    assert all(c.config.dataset == "fashionmnist" and c.config.oracle == "retrain" for c in cells)

@@ -66,17 +66,37 @@ def _fail(message: str) -> None:
 
 def _chosen_method(argv: list[str]) -> str | None:
     """The method named on the command line, or in the last --config file that names one."""
+    return _chosen(argv, "method")
+
+
+def _chosen(argv: list[str], option: str) -> str | None:
+    """The value of `--option` on the command line, or in the last --config file that sets it."""
     for i, arg in enumerate(argv):
-        if arg == "--method" and i + 1 < len(argv):
+        if arg == f"--{option}" and i + 1 < len(argv):
             return argv[i + 1]
-        if arg.startswith("--method="):
+        if arg.startswith(f"--{option}="):
             return arg.split("=", 1)[1]
     method = None
     for path in _config_paths(argv):
-        method = _read_config(path).get("method", method)
+        method = _read_config(path).get(option, method)
     if method is not None and not isinstance(method, str):
-        raise UsageError(f"method must be a name, got {method!r}")
+        raise UsageError(f"{option} must be a name, got {method!r}")
     return method
+
+
+#: `--dataset.train_size 100` and `--arch.width 16` (as issue and README spell them) are parsed as
+#: `--dataset_args.train_size` / `--arch_args.width`: `--dataset` itself is already the dataset's name.
+ARGUMENT_GROUPS = {"--dataset.": "--dataset_args.", "--arch.": "--arch_args."}
+
+
+def _argument_groups(argv: list[str]) -> list[str]:
+    rewritten = []
+    for arg in argv:
+        for spelling, group in ARGUMENT_GROUPS.items():
+            if arg.startswith(spelling):
+                arg = group + arg[len(spelling) :]
+        rewritten.append(arg)
+    return rewritten
 
 
 def _chosen_guards(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -106,8 +126,10 @@ def _chosen_guards(argv: list[str]) -> tuple[list[str], list[str]]:
     return names, rest
 
 
-def run_parser(method: str | None, guards: list[str] = ()) -> ArgumentParser:
-    from unlearnbench.registry import METHODS, STREAMS
+def run_parser(
+    method: str | None, guards: list[str] = (), dataset: str = "digits", arch: str = "smallcnn"
+) -> ArgumentParser:
+    from unlearnbench.registry import ARCHS, DATASETS, METHODS, STREAMS
 
     parser = ArgumentParser(description="Run one method over one request stream.", exit_on_error=False)
     parser.add_argument("--config", action=ActionConfigFile, help="YAML file with any of these options")
@@ -120,7 +142,21 @@ def run_parser(method: str | None, guards: list[str] = ()) -> ArgumentParser:
     parser.add_argument(
         "--download", type=bool, nargs="?", const=True, default=False, help="fetch a missing dataset into --data-dir"
     )
+    if dataset in DATASETS:
+        from unlearnbench.data.cache import dataset_parameters
+
+        for key, (kind, default) in dataset_parameters(dataset).items():
+            parser.add_argument(
+                f"--dataset_args.{key}", type=kind, default=default, help=f"dataset argument of {dataset}"
+            )
     parser.add_argument("--arch", type=str, default="smallcnn")
+    if arch in ARCHS:
+        from unlearnbench.training import arch_parameters
+
+        for key, default in arch_parameters(arch).items():
+            parser.add_argument(
+                f"--arch_args.{key}", type=type(default), default=default, help=f"arch argument of {arch}"
+            )
     parser.add_argument("--requests", type=int, default=5, help="number of unlearning requests T")
     parser.add_argument(
         "--size",
@@ -170,9 +206,11 @@ def run_config(args) -> RunConfig:
         method=args.method,
         stream=args.stream,
         dataset=args.dataset,
+        dataset_args=_group(args, "dataset_args"),
         data_dir=args.data_dir,
         download=args.download,
         arch=args.arch,
+        arch_args=_group(args, "arch_args"),
         requests=args.requests,
         size=args.size,
         seed=args.seed,
@@ -190,6 +228,12 @@ def run_config(args) -> RunConfig:
     )
 
 
+def _group(args, name: str) -> dict:
+    """A nested group of parsed options (`dataset_args`, `arch_args`) as a plain dict; empty when absent."""
+    group = args.get(name)
+    return dict(group.as_dict() if hasattr(group, "as_dict") else group or {})
+
+
 def parse_run_args(argv: list[str]):
     """`run`'s command line (and --config files) parsed; raises UsageError for bad input."""
     from unlearnbench.registry import METHODS
@@ -203,7 +247,8 @@ def parse_run_args(argv: list[str]):
     for guard in guards:
         if guard not in GUARDS:
             raise UsageError(f"unknown guard {guard!r}; choose one of: {', '.join(GUARDS.names())}")
-    parser = run_parser(method, guards)
+    argv = _argument_groups(argv)
+    parser = run_parser(method, guards, _chosen(argv, "dataset") or "digits", _chosen(argv, "arch") or "smallcnn")
     try:
         return parser.parse_args(argv)
     except JsonArgumentError as error:

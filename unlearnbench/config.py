@@ -12,10 +12,11 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Literal
 
+from unlearnbench.data.cache import check_dataset_args
 from unlearnbench.errors import ConfigError, DamagedFileError
 from unlearnbench.registry import ARCHS, DATASETS, GUARDS, LOGGERS, METHODS, STREAMS, UnknownNameError
 from unlearnbench.streams.kinds import StreamError
-from unlearnbench.training import Recipe
+from unlearnbench.training import Recipe, check_arch_args
 
 __all__ = ["ConfigError", "DamagedFileError", "Hardware", "RunConfig", "check_numbers"]
 
@@ -61,10 +62,14 @@ class RunConfig:
     method: str
     stream: str = "classwise"
     dataset: str = "digits"
+    #: dataset arguments (`--dataset.train_size N`): the factory's keywords plus train_size/test_size subsets
+    dataset_args: dict = field(default_factory=dict)
     #: where on-disk datasets live (default $UNLEARNBENCH_DATA or ./data); `download` fetches them there
     data_dir: Path | None = None
     download: bool = False
     arch: str = "smallcnn"
+    #: arch arguments (`--arch.width 16`): the arch factory's keywords the dataset does not fix
+    arch_args: dict = field(default_factory=dict)
     requests: int = 5
     size: float | None = None
     seed: int = 0
@@ -94,6 +99,11 @@ class RunConfig:
                 registry.get(name)  # plain names, and open families such as timm:<model>
             except UnknownNameError as error:
                 raise ConfigError(str(error)) from None
+        try:
+            check_dataset_args(self.dataset, self.dataset_args)
+            check_arch_args(self.arch, self.arch_args)
+        except ValueError as error:  # DatasetError or the arch check's: bad arguments, found before loading
+            raise ConfigError(str(error)) from None
         if self.oracle not in ("retrain", "none"):
             raise ConfigError(f"unknown oracle {self.oracle!r}; choose one of: retrain, none")
         if self.logger not in LOGGERS:
@@ -147,7 +157,8 @@ class RunConfig:
         if known is not None:  # stream sizes against the dataset's declared size, without loading it
             size = STREAMS.get(self.stream).default_size if self.size is None else self.size
             try:
-                STREAMS.get(self.stream)().validate(known.num_train, known.num_classes, self.requests, size)
+                num_train = self.dataset_args.get("train_size") or known.num_train  # a subset, where one is asked for
+                STREAMS.get(self.stream)().validate(num_train, known.num_classes, self.requests, size)
             except StreamError as error:
                 raise ConfigError(str(error)) from None
 
@@ -174,6 +185,13 @@ class RunConfig:
             "recipe": recipe,
             "precision": self.hardware.precision,
         }
+        # Dataset and arch arguments only where they differ from the defaults, so other runs keep their names.
+        dataset_args = check_dataset_args(self.dataset, self.dataset_args)
+        arch_args = check_arch_args(self.arch, self.arch_args)
+        if dataset_args:
+            identity["dataset_args"] = dataset_args
+        if arch_args:
+            identity["arch_args"] = arch_args
         if self.guards:  # only when used, so unguarded runs keep their names; a list, since order matters
             identity["guards"] = [{name: self.resolved_guard_args(name)} for name in self.guards]
         return json.loads(json.dumps(identity, default=str))

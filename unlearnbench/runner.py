@@ -42,7 +42,7 @@ from unlearnbench.rundir import RunDirectory
 from unlearnbench.step_loss import StepLossLogger
 from unlearnbench.store import ModelSpec, ModelStore
 from unlearnbench.streams.base import Request, RequestStream, StreamError
-from unlearnbench.training import Recipe, build_model, train_from_scratch
+from unlearnbench.training import Recipe, build_model, check_arch_args, train_from_scratch
 
 
 def derived_seed(*parts: int) -> int:
@@ -81,7 +81,9 @@ class Runner:
         # In-memory datasets live on the training device: a batch is one gather, no host copy.
         device = self.eval_device if self.eval_device.type == "cuda" and self.single_process else None
         try:
-            self.dataset = (datasets or DatasetCache()).load(config.dataset, config.data_dir, config.download, device)
+            self.dataset = (datasets or DatasetCache()).load(
+                config.dataset, config.data_dir, config.download, device, config.dataset_args
+            )
         except DatasetError as error:
             raise ConfigError(str(error)) from error
         try:
@@ -151,12 +153,15 @@ class Runner:
 
     def trained_model(self, excluded: np.ndarray, label: str) -> nn.Module:
         """The model trained from scratch on train minus `excluded`, from the store or trained now."""
+        arch_args = check_arch_args(self.config.arch, self.config.arch_args)
         spec = ModelSpec(
             self.config.dataset,
             self.config.arch,
             self.recipe.as_dict(),
             self.config.seed,
             tuple(excluded.tolist()),
+            data=self.dataset.fingerprint,
+            arch_args=arch_args,
         )
         keep = np.setdiff1d(np.arange(len(self.train_labels)), excluded)
 
@@ -164,10 +169,10 @@ class Runner:
             seed = derived_seed(self.config.seed, 0)
             make_trainer = partial(self.trainer, label=label)
             return train_from_scratch(
-                self.dataset, self.config.arch, self.recipe, keep, seed, make_trainer
+                self.dataset, self.config.arch, self.recipe, keep, seed, make_trainer, arch_args
             ).state_dict()
 
-        model = build_model(self.config.arch, self.dataset)
+        model = build_model(self.config.arch, self.dataset, arch_args)
         model.load_state_dict(self.nodes.get_or_train(self.store, spec, train))
         return model.eval()
 

@@ -1,6 +1,7 @@
 """Content-addressed model store for pretrained models and oracles (docs/architecture.md).
 
-An entry is keyed by a hash of (dataset, arch, training recipe, seed, sorted excluded indices),
+An entry is keyed by a hash of (dataset and its fingerprint, arch and its arguments, training
+recipe, seed, sorted excluded indices),
 so every method on the same stream and seed shares the same oracles and a second run trains
 none. Writes are atomic (weights first, then the metadata that names their key and sha256); a
 reader verifies both, so the files of another entry copied over this one's are not taken for it,
@@ -38,19 +39,28 @@ def sha256_bytes(data: bytes) -> str:
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """Everything a from-scratch training run depends on."""
+    """Everything a from-scratch training run depends on.
+
+    `data` is the dataset's fingerprint (`data.base.data_fingerprint`: labels, a content sample or
+    the file list, and the dataset arguments): two subsets, or two folders under one dataset name,
+    never share a model. `arch_args` are the arch's arguments (`--arch.width`).
+    """
 
     dataset: str
     arch: str
     recipe: dict
     seed: int
     excluded: tuple[int, ...] = field(default=())
+    data: str = ""
+    arch_args: dict = field(default_factory=dict)
 
     def key(self) -> str:
         excluded = sha256_bytes(np.asarray(sorted(self.excluded), dtype=np.int64).tobytes())
         payload = {
             "dataset": self.dataset,
+            "data": self.data,
             "arch": self.arch,
+            "arch_args": self.arch_args,
             "recipe": self.recipe,
             "seed": self.seed,
             "excluded": excluded,
@@ -117,7 +127,14 @@ class ModelStore:
             torch.save(state, buffer)
             data = buffer.getvalue()
             write_atomic(weights, lambda f: f.write(data))
-            spec_meta = {"dataset": spec.dataset, "arch": spec.arch, "recipe": spec.recipe, "seed": spec.seed}
+            spec_meta = {
+                "dataset": spec.dataset,
+                "data": spec.data,
+                "arch": spec.arch,
+                "arch_args": spec.arch_args,
+                "recipe": spec.recipe,
+                "seed": spec.seed,
+            }
             write_json_atomic(
                 meta, {"key": spec.key(), "sha256": sha256_bytes(data), "num_excluded": len(spec.excluded), **spec_meta}
             )

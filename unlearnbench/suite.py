@@ -9,7 +9,9 @@ store: null                # model store shared by every cell (default: OUT/stor
 leaderboard: null          # where the leaderboard goes (default: OUT/leaderboard); false: none
 common:                    # any `unlearnbench run` option, for every cell
   dataset: digits
+  dataset_args: {train_size: 1000}  # the dataset's arguments (`--dataset.train_size 1000` in `run`)
   arch: smallcnn
+  arch_args: {width: 16}   # the arch's arguments (`--arch.width 16` in `run`)
   data_dir: null           # where on-disk datasets live (default $UNLEARNBENCH_DATA or ./data)
   download: false          # fetch a missing dataset into data_dir (CIFAR, Tiny-ImageNet)
   requests: 3
@@ -19,7 +21,7 @@ common:                    # any `unlearnbench run` option, for every cell
   accelerator: auto        # hardware: accelerator, devices, strategy, num_nodes, precision
 settings:                  # default: one setting, `common` itself
   - {dataset: cifar100, arch: vgg16_bn}    # the keys of `common`, overriding it for this part
-  - {dataset: digits, recipe: {lr: 0.1}}   # of the grid; `recipe` merges key by key
+  - {dataset: digits, recipe: {lr: 0.1}}   # of the grid; `recipe`, `dataset_args`, `arch_args` merge key by key
   guards: [orthogonal]     # plasticity guards for every method of the setting: names or {name: {arguments}}
 methods:                   # a name, or {name: {hyperparameters}}; a name may appear twice
   - finetune
@@ -63,6 +65,8 @@ HARDWARE_KEYS = {f.name for f in fields(Hardware)}
 #: RunConfig fields a suite may set in `common` or a setting (the grid sets method, stream, seed).
 COMMON_KEYS = {
     "dataset",
+    "dataset_args",
+    "arch_args",
     "data_dir",
     "download",
     "arch",
@@ -75,6 +79,8 @@ COMMON_KEYS = {
     "guards",
 } | HARDWARE_KEYS
 STREAM_KEYS = {"stream", "size", "requests"}
+#: Mappings a setting merges key by key into `common`'s instead of replacing them.
+MERGED_KEYS = ("recipe", "dataset_args", "arch_args")
 
 
 class SuiteError(ConfigError):
@@ -185,8 +191,9 @@ def _options(spec: Any, where: str) -> dict:
     unknown = sorted(set(spec) - COMMON_KEYS)
     if unknown:
         raise SuiteError(f"unknown key(s) {', '.join(unknown)} in {where}; valid: {', '.join(sorted(COMMON_KEYS))}")
-    if "recipe" in spec and not isinstance(spec["recipe"], dict):
-        raise SuiteError(f"`recipe` in {where} must be a mapping of recipe keys")
+    for key in MERGED_KEYS:
+        if key in spec and not isinstance(spec[key], dict):
+            raise SuiteError(f"`{key}` in {where} must be a mapping of {key.replace('_args', '')} keys")
     options = dict(spec)
     if "guards" in options:
         options["guards"], options["guard_args"] = _guards(options["guards"], where)
@@ -203,8 +210,9 @@ def _settings(spec: Any, common: dict) -> list[dict]:
     for k, item in enumerate(spec, start=1):
         options = _options(item if item is not None else {}, f"`settings` entry {k}")
         merged = {**common, **options}
-        if "recipe" in common and "recipe" in options:
-            merged["recipe"] = {**common["recipe"], **options["recipe"]}
+        for key in MERGED_KEYS:
+            if key in common and key in options:
+                merged[key] = {**common[key], **options[key]}
         settings.append(merged)
     return settings
 

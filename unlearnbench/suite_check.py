@@ -49,7 +49,7 @@ def check_suite(suite: dict, out: Path | None = None, logger: str | None = None)
         if cell.run_dir in seen:
             raise SuiteError(
                 f"{label} is the same run as cell {seen[cell.run_dir]}: a run is named after what its numbers depend "
-                f"on (method and its arguments, stream, size, requests, dataset, arch, seed, oracle, recipe, "
+                f"on (method and its arguments, stream, size, requests, dataset and its arguments, arch and its arguments, seed, oracle, recipe, "
                 f"precision), not data_dir, download, logger or other hardware keys; remove the duplicate"
             )
         seen[cell.run_dir] = i
@@ -119,7 +119,8 @@ def models_to_train(cells: list[Cell]) -> tuple[int, int]:
     pretrained, streams = set(), set()
     for cell in cells:
         config = cell.config
-        key = (config.dataset, config.arch, json.dumps(cell.identity["recipe"], sort_keys=True), config.seed)
+        data = json.dumps([cell.identity.get("dataset_args"), cell.identity.get("arch_args")], sort_keys=True)
+        key = (config.dataset, data, config.arch, json.dumps(cell.identity["recipe"], sort_keys=True), config.seed)
         pretrained.add(key)
         if config.oracle == "retrain":
             streams.add((*key, config.stream, cell.identity["size"], config.requests))

@@ -6,6 +6,7 @@ set, so the only difference between it and the pretrained model is the forgotten
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -54,9 +55,33 @@ class Recipe:
         return asdict(self)
 
 
-def build_model(arch: str, dataset: ImageDataset) -> nn.Module:
+#: Arch factory parameters the dataset fixes; the others (`smallcnn`'s `width`) are arch arguments.
+DATASET_FIXED_PARAMETERS = ("num_classes", "in_channels", "input_size")
+
+
+def arch_parameters(arch: str) -> dict[str, object]:
+    """Arch argument -> default: the arch factory's keyword arguments that the dataset does not fix."""
+    parameters = inspect.signature(ARCHS.get(arch)).parameters
+    return {key: p.default for key, p in parameters.items() if key not in DATASET_FIXED_PARAMETERS}
+
+
+def check_arch_args(arch: str, args: dict) -> dict:
+    """`args` checked against `arch`'s arguments (whole numbers >= 1); returns those that differ from the defaults."""
+    parameters = arch_parameters(arch)
+    unknown = sorted(set(args) - set(parameters))
+    if unknown:
+        valid = ", ".join(parameters) or "none"
+        raise ValueError(f"arch {arch!r} has no argument(s) {', '.join(unknown)}; its arguments are: {valid}")
+    for key, value in args.items():
+        if isinstance(parameters[key], int) and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise ValueError(f"arch argument {key} must be a whole number >= 1, got {value!r}")
+    return {key: value for key, value in args.items() if value != parameters[key]}
+
+
+def build_model(arch: str, dataset: ImageDataset, arch_args: dict | None = None) -> nn.Module:
     channels, height, _ = dataset.input_shape
-    return ARCHS.get(arch)(num_classes=dataset.num_classes, in_channels=channels, input_size=height)
+    factory = ARCHS.get(arch)
+    return factory(num_classes=dataset.num_classes, in_channels=channels, input_size=height, **(arch_args or {}))
 
 
 class SupervisedClassifier(L.LightningModule):
@@ -91,10 +116,11 @@ def train_from_scratch(
     indices: np.ndarray,
     seed: int,
     make_trainer,
+    arch_args: dict | None = None,
 ) -> nn.Module:
     """Train a freshly initialized `arch` on `indices` of the train split; seeded, so reproducible."""
     L.seed_everything(seed, verbose=False)
-    model = build_model(arch, dataset)
+    model = build_model(arch, dataset, arch_args)
     loader = dataset.loader(
         dataset.train,
         torch.as_tensor(indices, dtype=torch.long),

@@ -8,9 +8,10 @@ per-sample collation. Train-time augmentation and eval transforms are two separa
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import NamedTuple, TypeVar
 
@@ -28,16 +29,17 @@ DATA_DIR_ENV = "UNLEARNBENCH_DATA"
 
 @dataclass(frozen=True)
 class KnownSize:
-    """A dataset's train-split size and class count, fixed by its definition."""
+    """A dataset's train-split size and class count (and test-split size, where declared), fixed by its definition."""
 
     num_train: int
     num_classes: int
+    num_test: int | None = None
 
 
 Factory = TypeVar("Factory")
 
 
-def known_size(num_train: int, num_classes: int):
+def known_size(num_train: int, num_classes: int, num_test: int | None = None):
     """Decorator: record a dataset factory's `KnownSize` as `factory.known_size`.
 
     `unlearnbench suite --check` validates stream sizes (requests x size against the classes or
@@ -46,7 +48,7 @@ def known_size(num_train: int, num_classes: int):
     """
 
     def decorator(factory: Factory) -> Factory:
-        factory.known_size = KnownSize(num_train, num_classes)
+        factory.known_size = KnownSize(num_train, num_classes, num_test)
         return factory
 
     return decorator
@@ -110,6 +112,14 @@ class ImageSplit:
     def to(self, device: torch.device | str) -> ImageSplit:
         return ImageSplit(self.images.to(device), self.labels.to(device))
 
+    def subset(self, indices: Tensor) -> ImageSplit:
+        return ImageSplit(self.images[indices], self.labels[indices])
+
+    def content_sample(self, count: int = 256) -> bytes:
+        """The bytes of `count` evenly spaced images: enough to tell two datasets apart, cheap to hash."""
+        picked = torch.linspace(0, max(len(self) - 1, 0), min(count, len(self))).long()
+        return self.images[picked].cpu().numpy().tobytes()
+
 
 @dataclass(frozen=True)
 class ImageDataset:
@@ -122,21 +132,15 @@ class ImageDataset:
     mean: tuple[float, ...]
     std: tuple[float, ...]
     augmentation: Augmentation
+    #: what the model store keys models by (`data_fingerprint`); set when the dataset is loaded for a run
+    fingerprint: str = ""
 
     @property
     def input_shape(self) -> tuple[int, int, int]:
         return tuple(self.train.images.shape[1:])
 
     def to(self, device: torch.device | str) -> ImageDataset:
-        return ImageDataset(
-            self.name,
-            self.num_classes,
-            self.train.to(device),
-            self.test.to(device),
-            self.mean,
-            self.std,
-            self.augmentation,
-        )
+        return replace(self, train=self.train.to(device), test=self.test.to(device))
 
     def normalize(self, images: Tensor) -> Tensor:
         return normalize(images, self.mean, self.std)
@@ -157,6 +161,60 @@ class ImageDataset:
         DataLoader workers, so no caller branches on the kind of dataset.
         """
         return InMemoryLoader(self, split, indices, batch_size, augment=augment, shuffle=shuffle, seed=seed)
+
+
+#: The subset a `train_size` / `test_size` selects is part of the dataset's definition: one seed for every run.
+SUBSET_SEED = 0
+
+
+def balanced_subset(labels: Tensor, size: int, seed: int = SUBSET_SEED) -> Tensor:
+    """`size` indices (ascending) taken round-robin over the classes, each class in a seeded random order.
+
+    Every class gets `size // classes` samples or one more (the classes that get one more are a
+    seeded draw too); a class with fewer samples than its share gives all it has and the others fill
+    the rest, so the subset is as balanced as the split allows.
+    """
+    labels = labels.cpu()
+    if not 0 < size <= len(labels):
+        raise DatasetError(f"a subset of {size} samples from a split of {len(labels)}: choose 1..{len(labels)}")
+    generator = torch.Generator().manual_seed(seed)
+    classes = labels.unique()
+    class_rank = torch.empty(int(classes.max()) + 1, dtype=torch.long)
+    class_rank[classes] = torch.randperm(len(classes), generator=generator)
+    shuffled = torch.randperm(len(labels), generator=generator)
+    # rank of each sample within its class in the shuffled order: 0, 1, 2, ... per class
+    order = shuffled[torch.argsort(labels[shuffled], stable=True)]
+    sorted_labels = labels[order]
+    starts = torch.searchsorted(sorted_labels, sorted_labels, right=False)
+    within = torch.arange(len(order)) - starts
+    # round-robin: every class's first sample, then every class's second, ...
+    chosen = order[torch.argsort(within * len(class_rank) + class_rank[sorted_labels], stable=True)[:size]]
+    return chosen.sort().values
+
+
+def data_fingerprint(dataset, arguments: dict) -> str:
+    """A hash of what a model trained on `dataset` depends on: labels, content and the dataset's arguments.
+
+    The model store keys models by it, so two subsets, two folders of images or two versions of
+    the files under one dataset name never share a model. Content is a sample of images (in-memory
+    datasets: 256 per split; hashing all of CIFAR would cost a second per load) or the file list
+    (folder datasets), whose paths change with the folder.
+    """
+    digest = hashlib.sha256()
+    digest.update(repr((dataset.name, dataset.num_classes, dataset.input_shape, sorted(arguments.items()))).encode())
+    for split in (dataset.train, dataset.test):
+        digest.update(split.labels.cpu().numpy().tobytes())
+        digest.update(split.content_sample())
+    return digest.hexdigest()[:16]
+
+
+def with_subset(dataset, train_size: int | None, test_size: int | None):
+    """`dataset` with seeded class-balanced subsets of its splits (`balanced_subset`), where sizes are given."""
+    if train_size is not None:
+        dataset = replace(dataset, train=dataset.train.subset(balanced_subset(dataset.train.labels, train_size)))
+    if test_size is not None:
+        dataset = replace(dataset, test=dataset.test.subset(balanced_subset(dataset.test.labels, test_size)))
+    return dataset
 
 
 def _world() -> tuple[int, int]:

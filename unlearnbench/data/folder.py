@@ -64,6 +64,13 @@ class FolderSplit:
     def to(self, device: torch.device | str) -> FolderSplit:
         return self  # images are decoded per batch; labels stay on the CPU
 
+    def subset(self, indices: Tensor) -> FolderSplit:
+        return FolderSplit(self.files[indices.cpu().numpy()], self.labels[indices])
+
+    def content_sample(self) -> bytes:
+        """The whole file list: two folders, or a file added to one, never look alike."""
+        return b"\0".join(self.files.tolist())
+
 
 def read_image(path: str) -> Tensor:
     """uint8 RGB (3, H, W); torchvision's decoder (JPEG, PNG, WebP, GIF), PIL for anything else."""
@@ -105,6 +112,8 @@ class FolderDataset:
     eval_transform: Callable[[Tensor], Tensor]
     classes: tuple[str, ...] = ()
     num_workers: int = field(default_factory=default_num_workers)
+    #: what the model store keys models by (`data.base.data_fingerprint`); set when loaded for a run
+    fingerprint: str = ""
 
     @property
     def input_shape(self) -> tuple[int, int, int]:
