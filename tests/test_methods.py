@@ -29,6 +29,13 @@ STRONG = {
     "coun": {"epochs": 8, "lr": 0.05},
     "coun_rl": {"epochs": 5, "lr": 0.05},
     "delete": {"epochs": 10, "lr": 0.01},
+    "unsir": {"epochs": 3, "lr": 1e-3, "noise_samples": 1000},
+    "boundary_shrink": {"epochs": 10, "lr": 0.01},
+    "boundary_expand": {"epochs": 10, "lr": 0.01},
+    "fisher": {"alpha": 1.0, "max_std": 1.0},
+    "influence": {"alpha": 10.0},
+    "cf_k": {"epochs": 5},
+    "eu_k": {"epochs": 5},
 }
 
 

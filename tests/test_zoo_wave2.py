@@ -104,9 +104,13 @@ def _flat(model: nn.Module) -> torch.Tensor:
 # --- UNSIR -----------------------------------------------------------------------------------------
 
 
-def test_unsir_noise_raises_the_forget_loss():
-    torch.manual_seed(0)
-    model = ARCHS.get("smallcnn")(num_classes=10).eval()
+def _pretrained(tmp_path, store, method: str, **overrides):
+    runner = Runner(tiny_config(tmp_path, store, method, requests=1, **overrides))
+    return runner, runner.trained_model(np.array([], dtype=np.int64), "pretraining")
+
+
+def test_unsir_noise_raises_the_forget_loss(tmp_path, shared_store):
+    _, model = _pretrained(tmp_path, shared_store, "unsir")
     labels = torch.full((32,), 3)
     torch.manual_seed(1)
     start = torch.randn(32, 1, 8, 8)
@@ -131,8 +135,7 @@ def test_unsir_refuses_a_random_stream_before_loading_data(tmp_path, monkeypatch
 
 
 def test_boundary_shrink_labels_differ_from_the_true_ones(tmp_path, shared_store):
-    runner = Runner(tiny_config(tmp_path, shared_store, "boundary_shrink", requests=1))
-    model = runner.trained_model(np.array([], dtype=np.int64), "pretraining")
+    runner, model = _pretrained(tmp_path, shared_store, "boundary_shrink")
     request = runner.stream.select(1)
     batch = next(iter(runner.stream.view().loader("forget", batch_size=512)))
     mean, std = (torch.tensor(v).view(1, -1, 1, 1) for v in runner.stream.view().normalization)
@@ -144,8 +147,7 @@ def test_boundary_shrink_labels_differ_from_the_true_ones(tmp_path, shared_store
 
 
 def test_boundary_expand_trains_an_extra_unit_and_leaves_the_width_unchanged(tmp_path, shared_store):
-    runner = Runner(tiny_config(tmp_path, shared_store, "boundary_expand", requests=1, method_args={"lr": 0.01}))
-    model = runner.trained_model(np.array([], dtype=np.int64), "pretraining")
+    runner, model = _pretrained(tmp_path, shared_store, "boundary_expand", method_args={"lr": 0.01})
     method = runner.method.attach(model, runner.dataset.num_classes)
     before = {key: value.clone() for key, value in method.state_dict().items()}
     widths, loss = [], method.loss
@@ -265,6 +267,9 @@ def test_cf_k_and_eu_k_touch_exactly_the_last_k_blocks(method_name, arch, built)
     model = _arch(arch, built)
     method = METHODS.get(method_name)(k=2).attach(model, num_classes=5)
     chosen = last_blocks(model, 2)
+    with torch.no_grad():  # as if trained: no parameter sits at a value its reset would give again
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.01)
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
     trainable_in_fit = []
     method.unlearn(lambda epochs: trainable_in_fit.extend(n for n, p in model.named_parameters() if p.requires_grad))
@@ -286,8 +291,7 @@ def test_cf_k_and_eu_k_touch_exactly_the_last_k_blocks(method_name, arch, built)
 
 
 def test_cf_k_training_leaves_the_other_blocks_bit_identical(tmp_path, shared_store):
-    runner = Runner(tiny_config(tmp_path, shared_store, "cf_k", requests=1, method_args={"epochs": 1, "k": 2}))
-    model = runner.trained_model(np.array([], dtype=np.int64), "pretraining")
+    runner, model = _pretrained(tmp_path, shared_store, "cf_k", method_args={"epochs": 1, "k": 2})
     method = runner.method.attach(model, runner.dataset.num_classes)
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
     runner.serve(runner.stream.select(1))

@@ -83,12 +83,10 @@ class UNSIR(UnlearningMethod):
     def loss(self, batch: dict[str, Batch]) -> Tensor:
         x, y = batch["retain"].x, batch["retain"].y
         if self.impairing:  # this step's share of the noise samples, in order
-            steps = self.trainer.num_training_batches
-            share = -(-self.hparams.noise_samples // steps)
-            start = (self.global_step % steps) * share
-            take = torch.arange(start, min(start + share, self.hparams.noise_samples), device=x.device) % len(
-                self.noise
-            )
+            steps, total = self.trainer.num_training_batches, self.hparams.noise_samples
+            share = -(-total // steps)
+            start = min((self.global_step % steps) * share, total)
+            take = torch.arange(start, min(start + share, total), device=x.device) % len(self.noise)
             x, y = torch.cat([x, self.noise[take].to(x.device)]), torch.cat([y, self.labels[take].to(y.device)])
         return F.cross_entropy(self(x), y)
 
