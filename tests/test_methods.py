@@ -30,7 +30,7 @@ STRONG = {
     "coun_rl": {"epochs": 5, "lr": 0.05},
     "delete": {"epochs": 10, "lr": 0.01},
     "unsir": {"epochs": 3, "lr": 1e-3, "noise_samples": 1000},
-    "boundary_shrink": {"epochs": 10, "lr": 0.01},
+    "boundary_shrink": {"epochs": 10, "lr": 0.05, "batch_size": 32},
     "boundary_expand": {"epochs": 10, "lr": 0.01},
     "fisher": {"alpha": 1.0, "max_std": 1.0},
     "influence": {"alpha": 10.0},
