@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from tests.conftest import run_tiny, tiny_config
+from unlearnbench.config import ConfigError
 from unlearnbench.registry import METHODS
 from unlearnbench.runner import Runner, trainable_vector
 
@@ -28,12 +29,24 @@ STRONG = {
     "coun": {"epochs": 8, "lr": 0.05},
     "coun_rl": {"epochs": 5, "lr": 0.05},
     "delete": {"epochs": 10, "lr": 0.01},
+    "unsir": {"epochs": 3, "lr": 1e-3, "noise_samples": 1000},
+    "boundary_shrink": {"epochs": 10, "lr": 0.05, "batch_size": 32},
+    "boundary_expand": {"epochs": 10, "lr": 0.01},
+    "fisher": {"alpha": 1.0, "max_std": 1.0},
+    "influence": {"alpha": 10.0},
+    "cf_k": {"epochs": 5},
+    "eu_k": {"epochs": 5},
 }
 
 
 @pytest.mark.parametrize("method", METHODS.names())
 @pytest.mark.parametrize("stream", ["classwise", "random"])
 def test_method_runs_and_metrics_are_in_range(method, stream, tmp_path, shared_store):
+    served = METHODS.get(method).streams
+    if served is not None and stream not in served:  # refused as bad input, before any data is loaded
+        with pytest.raises(ConfigError, match=f"serves only {', '.join(served)} streams"):
+            run_tiny(tmp_path, shared_store, method, stream)
+        return
     result = run_tiny(tmp_path, shared_store, method, stream)
     assert len(result.rows) == 2
     for row in result.rows:

@@ -114,6 +114,12 @@ class RunConfig:
             raise ConfigError(
                 f"unknown recipe key(s) {', '.join(unknown_recipe)}; valid: {', '.join(f.name for f in fields(Recipe))}"
             )
+        served = getattr(METHODS.get(self.method), "streams", None)
+        if served is not None and self.stream not in served:
+            raise ConfigError(
+                f"method {self.method!r} serves only {', '.join(served)} streams, not {self.stream!r}; "
+                f"choose --stream {served[0]}"
+            )
         accepted = inspect.signature(METHODS.get(self.method)).parameters
         unknown = sorted(set(self.method_args) - set(accepted))
         if unknown:

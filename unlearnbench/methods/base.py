@@ -33,6 +33,9 @@ class UnlearningMethod(L.LightningModule):
     batch_mode: ClassVar[BatchMode] = BatchMode.RETAIN
     #: False for methods that do not update the model by gradient steps (LOFT): guards refuse them.
     trains_by_gradient: ClassVar[bool] = True
+    #: The stream kinds the method serves (None: every kind); a run on another kind is refused, as bad
+    #: input, before any data is loaded (UNSIR learns noise per forgotten class: class-wise only).
+    streams: ClassVar[tuple[str, ...] | None] = None
 
     def __init__(
         self,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from torch import Tensor, nn
 
 
@@ -17,6 +19,23 @@ class PooledLinearClassifier(nn.Module):
 
     def get_classifier(self) -> nn.Linear:
         return self.head
+
+    def group_matcher(self, coarse: bool = False) -> Callable[[str], tuple[float, ...]]:
+        """timm's layer-group interface (see `unlearnbench.models.blocks`): parameter name -> block ordinal.
+
+        `features.<i>` joins the block opened by the last child at or before i that holds a conv
+        (so a conv and the BN after it are one block, whether `features` nests them, as SmallCNN
+        does, or lists them flat, as VGG does); everything else (the head) comes last.
+        """
+        opens = [any(isinstance(m, nn.Conv2d) for m in child.modules()) for child in self.features]
+
+        def ordinal(name: str) -> tuple[float, ...]:
+            prefix, _, rest = name.partition(".")
+            if prefix != "features":
+                return (float("inf"),)
+            return (float(sum(opens[: int(rest.partition(".")[0]) + 1])),)
+
+        return ordinal
 
     def forward_features(self, x: Tensor) -> Tensor:
         raise NotImplementedError

@@ -64,6 +64,10 @@ class PreResNet(PooledLinearClassifier):
             if isinstance(module, nn.Conv2d):
                 nn.init.kaiming_normal_(module.weight, mode="fan_out", nonlinearity="relu")
 
+    def group_matcher(self, coarse: bool = False) -> dict:
+        """timm's layer groups: the stem conv, each bottleneck (the final BN joins the last), the head."""
+        return {"stem": r"^conv1", "blocks": [(r"^layer(\d+)\.(\d+)", None), (r"^bn\.", (99999,))]}
+
     def forward_features(self, x: Tensor) -> Tensor:
         x = self.layer3(self.layer2(self.layer1(self.conv1(x))))
         return F.relu(self.bn(x))

@@ -85,6 +85,11 @@ class StreamView:
     def num_classes(self) -> int:
         return self._stream.dataset.num_classes
 
+    @property
+    def normalization(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """(mean, std) per channel: batches hold (pixel/255 − mean)/std, so x·std + mean is in [0, 1]."""
+        return self._stream.dataset.mean, self._stream.dataset.std
+
     def past_forget_sets(self) -> list[np.ndarray]:
         """F_1 .. F_{t-1}: what continual methods may remember of earlier requests."""
         return [request.forget for request in self._stream.requests[: self._stream.current.t - 1]]

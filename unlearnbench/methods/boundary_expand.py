@@ -1,0 +1,72 @@
+"""Boundary Expanding: train the forget samples into a temporary extra class, then prune it away."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from unlearnbench.data.base import Batch
+from unlearnbench.methods.base import UnlearningMethod
+from unlearnbench.registry import METHODS
+from unlearnbench.streams.batches import BatchMode
+
+
+def resized(linear: nn.Linear, width: int) -> nn.Linear:
+    """A copy of `linear` with `width` outputs: existing rows kept, new rows as nn.Linear initializes them."""
+    new = nn.Linear(linear.in_features, width, linear.bias is not None, linear.weight.device, linear.weight.dtype)
+    rows = min(width, linear.out_features)
+    with torch.no_grad():
+        new.weight[:rows] = linear.weight[:rows]
+        if linear.bias is not None:
+            new.bias[:rows] = linear.bias[:rows]
+    return new
+
+
+def set_classifier(model: nn.Module, classifier: nn.Linear) -> None:
+    """Put `classifier` where `model.get_classifier()` is (timm's interface names no setter)."""
+    path = next(name for name, module in model.named_modules() if module is model.get_classifier())
+    parent, _, attribute = path.rpartition(".")
+    setattr(model.get_submodule(parent), attribute, classifier)
+
+
+@METHODS.register("boundary_expand")
+class BoundaryExpand(UnlearningMethod):
+    """Boundary Expanding: forget samples trained into an extra output unit, pruned after (Chen et al., CVPR 2023).
+
+    "Boundary Unlearning", as in OPTML-Group/Unlearn-Saliency `Classification/unlearn/boundary_ex.py`
+    (commit 3152cfeb): the classifier gets one more output (old rows copied, the new one freshly
+    initialized) and every forget sample is trained toward it, forget set only. The OPTML code then
+    keeps the widened head; the paper (and its authors' code) prunes the extra neuron, which is what
+    we do after the fit, so the output width is the class count again and the state dict keeps its
+    shapes. lr 1e-5 and 10 epochs are the paper's, SGD momentum 0.9, weight decay 5e-4 and batch
+    256 from OPTML's `arg_parser.py`.
+    Training in train mode on forget-only batches, as the reference does, also moves the BN running
+    statistics toward the forget set: at lr 1e-5 on digits that, not the weight update, is most of
+    the effect on forget accuracy.
+    """
+
+    batch_mode = BatchMode.FORGET
+
+    def __init__(
+        self,
+        lr: float = 1e-5,
+        epochs: int = 10,
+        batch_size: int = 256,
+        momentum: float = 0.9,
+        weight_decay: float = 5e-4,
+    ):
+        super().__init__(lr, epochs, batch_size, momentum, weight_decay)
+
+    def unlearn(self, fit: Callable[[int], None]) -> None:
+        set_classifier(self.model, resized(self.model.get_classifier(), self.num_classes + 1))
+        try:
+            fit(self.hparams.epochs)
+        finally:
+            set_classifier(self.model, resized(self.model.get_classifier(), self.num_classes))
+
+    def loss(self, batch: dict[str, Batch]) -> Tensor:
+        x = batch["forget"].x
+        return F.cross_entropy(self(x), torch.full((len(x),), self.num_classes, device=x.device))

@@ -1,0 +1,28 @@
+"""A model's blocks in input-to-output order, for methods that act on "the last k blocks" (CF-k, EU-k).
+
+Every arch answers through timm's layer-group interface, `group_matcher(coarse=False)` (the one
+timm uses for layer-wise learning-rate decay): timm models (ResNets, Swin, any `timm:` model) have
+it, and our own archs implement it (`PooledLinearClassifier` for SmallCNN and VGG, `PreResNet`).
+timm's `group_parameters` turns it into ordered groups of parameter names: a ResNet gives its stem,
+each residual block and the classifier; Swin its patch embedding, each transformer block (the final
+norm joins the last) and the head; SmallCNN and VGG each conv with its BN, then the head.
+"""
+
+from __future__ import annotations
+
+from timm.models import group_parameters
+from torch import nn
+
+
+def parameter_blocks(model: nn.Module) -> list[list[str]]:
+    """Parameter names grouped by block, first block (stem) to last (the classifier)."""
+    groups = group_parameters(model, model.group_matcher(coarse=False))
+    return [groups[ordinal] for ordinal in sorted(groups)]
+
+
+def last_blocks(model: nn.Module, k: int) -> set[str]:
+    """Names of the parameters in the last k blocks; refuses a k the model does not have."""
+    blocks = parameter_blocks(model)
+    if not 1 <= k <= len(blocks):
+        raise ValueError(f"k must be between 1 and the model's {len(blocks)} blocks, got {k}")
+    return {name for block in blocks[-k:] for name in block}
