@@ -196,9 +196,10 @@ class Runner:
         L.seed_everything(derived_seed(self.config.seed, request.t), verbose=False)
         before = snapshot(method)  # θ_{t−1}, for u_t = θ_t − θ_{t−1}
         start = time.perf_counter()
+        view = self.stream.view()
         for guard in self.guards:
-            guard.before_request(method)
-        method.prepare(request.public(), self.stream.view())
+            guard.before_request(method, view)
+        method.prepare(request.public(), view)
         prepare_s = time.perf_counter() - start
         self.stream.configure_batches(method.batch_mode, method.hparams.batch_size)
 
@@ -216,7 +217,7 @@ class Runner:
         _synchronize()
         rte_s = time.perf_counter() - start
         for guard in self.guards:
-            guard.after_request(method)
+            guard.after_request(method, view)
         self.last_update = parameter_update(before, method)  # (layout, u_t), stored by run()
         update = self.last_update[1]
         diverged = monitor.diverged or not bool(np.isfinite(update).all())

@@ -5,7 +5,9 @@ a run names (`--guard orthogonal,shrink_perturb`, or `guards: [...]` in a config
 every unlearning Trainer (never to pretraining or oracle training), calls `before_request` right
 before the method's `prepare` and `after_request` right after its `unlearn`, in the order given, and
 saves each guard's `state_dict` with the method's state after every request, so a resumed run
-continues with the same guard state. Methods that do not train by gradient (LOFT) refuse guards.
+continues with the same guard state. Both hooks get the request's `StreamView` (what a method may
+see: the current retain and forget sets), which the continual-learning guards (EWC, MAS, LwF) read
+to weigh or distil on the retain set. Methods that do not train by gradient (LOFT) refuse guards.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from lightning.pytorch.callbacks import Callback
 from torch import Tensor, nn
 
 from unlearnbench.registry import GUARDS
+from unlearnbench.streams.base import StreamView
 
-__all__ = ["GUARDS", "Guard", "build_guards", "pack_state", "trainable", "unpack_state"]
+__all__ = ["GUARDS", "Guard", "build_guards", "pack_state", "pull_toward", "trainable", "unpack_state"]
 
 STATE_PREFIX = "guard:"
 
@@ -26,10 +29,10 @@ class Guard(Callback):
 
     name = ""  # the registry name, set by `build_guards`
 
-    def before_request(self, method: nn.Module) -> None:
+    def before_request(self, method: nn.Module, data: StreamView | None = None) -> None:
         """Called before the method's `prepare` for request t."""
 
-    def after_request(self, method: nn.Module) -> None:
+    def after_request(self, method: nn.Module, data: StreamView | None = None) -> None:
         """Called after the method's `unlearn` for request t."""
 
     def state_dict(self) -> dict[str, Tensor]:
@@ -47,6 +50,14 @@ def trainable(model: nn.Module) -> list[nn.Parameter]:
 def flat(model: nn.Module) -> Tensor:
     """Trainable parameters as one float32 CPU vector (the order of `trainable`)."""
     return torch.cat([p.detach().flatten().float().cpu() for p in trainable(model)])
+
+
+@torch.no_grad()
+def pull_toward(params: list[nn.Parameter], anchor: list[Tensor], coefficient: list[Tensor]) -> None:
+    """grad += c ⊙ (θ − θ*): the gradient of the quadratic penalty ½ Σ c (θ − θ*)² (EWC, MAS)."""
+    for p, a, c in zip(params, anchor, coefficient, strict=True):
+        pull = c * (p - a)
+        p.grad = pull if p.grad is None else p.grad + pull
 
 
 def build_guards(names: list[str], args: dict[str, dict]) -> list[Guard]:

@@ -8,6 +8,7 @@ from torch import Tensor, nn
 
 from unlearnbench.guards import Guard, flat, trainable
 from unlearnbench.registry import GUARDS
+from unlearnbench.streams.base import StreamView
 
 
 def top_subspace(updates: Tensor, rank: int, tol: float = 1e-10) -> Tensor | None:
@@ -44,7 +45,7 @@ class OrthogonalProjection(Guard):
         self.basis: Tensor | None = None  # d x r, on the training device during a request
         self._start: Tensor | None = None
 
-    def before_request(self, method: nn.Module) -> None:
+    def before_request(self, method: nn.Module, data: StreamView | None = None) -> None:
         self._start = flat(method.model)
         self.basis = top_subspace(self.updates, self.rank)
 
@@ -61,7 +62,7 @@ class OrthogonalProjection(Guard):
             p.grad = g[offset : offset + p.numel()].view_as(p).clone()
             offset += p.numel()
 
-    def after_request(self, method: nn.Module) -> None:
+    def after_request(self, method: nn.Module, data: StreamView | None = None) -> None:
         update = flat(method.model) - self._start
         self.updates = torch.cat([self.updates.reshape(-1, len(update)), update[None]])
         self.basis = self._start = None

@@ -7,6 +7,7 @@ from torch import nn
 
 from unlearnbench.guards import Guard, trainable
 from unlearnbench.registry import GUARDS
+from unlearnbench.streams.base import StreamView
 
 
 @GUARDS.register("shrink_perturb")
@@ -23,7 +24,7 @@ class ShrinkPerturb(Guard):
         self.sigma = sigma
 
     @torch.no_grad()
-    def before_request(self, method: nn.Module) -> None:
+    def before_request(self, method: nn.Module, data: StreamView | None = None) -> None:
         for p in trainable(method.model):
             p.mul_(self.shrink)
             if self.sigma:

@@ -55,6 +55,8 @@ class SSD(UnlearningMethod):
     """
 
     trains_by_gradient = False
+    #: (model, batches) -> importance per parameter name; LFSSD swaps in a label-free one
+    importance = staticmethod(importances)
 
     def __init__(self, alpha: float = 10.0, lam: float = 1.0, batch_size: int = 64, epochs: int = 0):
         super().__init__(epochs=epochs, batch_size=batch_size)
@@ -72,7 +74,7 @@ class SSD(UnlearningMethod):
         def batches(which: str) -> Iterable[Batch]:
             return (Batch(b.x.to(device), b.y.to(device), b.idx) for b in self.data.loader(which, batch_size=size))
 
-        forget = importances(model, batches("forget"))
-        data = importances(model, (b for which in ("retain", "forget") for b in batches(which)))
+        forget = self.importance(model, batches("forget"))
+        data = self.importance(model, (b for which in ("retain", "forget") for b in batches(which)))
         dampen(model, data, forget, self.hparams.alpha, self.hparams.lam)
         model.train(was_training)

@@ -1,0 +1,124 @@
+"""RUM: split each forget set by a memorization proxy and unlearn its subsets from least to most memorized."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from unlearnbench.data.base import Batch
+from unlearnbench.methods.base import UnlearningMethod
+from unlearnbench.registry import METHODS
+from unlearnbench.streams.base import StreamView, UnlearningRequest
+from unlearnbench.streams.batches import BatchMode
+
+NOTHING = "none"
+
+
+class SubsetView(StreamView):
+    """The request's view with its forget set narrowed to one subset (what a RUM stage may see)."""
+
+    def __init__(self, view: StreamView, subset: np.ndarray):
+        super().__init__(view._stream)
+        self.subset = subset
+
+    def loader(self, which: str, *, indices=None, **kwargs):
+        return super().loader(
+            which, indices=self.subset if which == "forget" and indices is None else indices, **kwargs
+        )
+
+
+@METHODS.register("rum")
+class RUM(UnlearningMethod):
+    """RUM: refine the forget set into memorization levels, unlearn them low -> high, each with its own method (Zhao et al., NeurIPS 2024).
+
+    "What makes unlearning hard and what to do about it". The forget set is sorted by a
+    memorization proxy and cut into len(`stages`) equal-size groups, least memorized first; group k
+    is unlearned by the registered method `stages[k]` (`none`: left alone) with its own defaults,
+    overridden per name by `stage_args`, each stage starting from the model the previous one left.
+    Default none -> finetune -> salun, following the paper's finding that low-memorization samples
+    need little and high-memorization ones the strongest method. Where we differ: the paper's
+    proxy (C-proxy) is the true-label confidence averaged over the pretraining run's checkpoints;
+    that run is not recorded in the model store, so the proxy here is 1 − the pre-request model's
+    softmax confidence on the true label (eval transform), computed once per request. A stage must
+    train by gradient on retain or mixed batches (finetune, rl, salun, l1_sparse, ...): the request's
+    batches are built once, mixed forget ∪ retain in batches of `batch_size`, and each stage sees
+    only its own group's forget samples in them. A stage's `prepare` (SalUn's mask) runs inside
+    `unlearn`, after the previous stage, so it is timed in rte_s, not prepare_s.
+    """
+
+    batch_mode = BatchMode.MIXED
+
+    def __init__(
+        self,
+        stages: tuple[str, ...] = (NOTHING, "finetune", "salun"),
+        stage_args: dict | None = None,
+        batch_size: int = 256,
+    ):
+        super().__init__(batch_size=batch_size)
+        for unused in ("lr", "epochs", "momentum", "weight_decay"):
+            self.hparams.pop(unused)
+        self.stages: tuple[UnlearningMethod | None, ...] = tuple(
+            self._stage(n, (stage_args or {}).get(n, {})) for n in stages
+        )
+        self.subsets: list[np.ndarray] = []
+        self.current: UnlearningMethod | None = None
+        self.subset = torch.zeros(0, dtype=torch.long)
+
+    @staticmethod
+    def _stage(name: str, args: dict) -> UnlearningMethod | None:
+        if name == NOTHING:
+            return None
+        cls = METHODS.get(name)
+        if not cls.trains_by_gradient or cls.batch_mode not in (BatchMode.RETAIN, BatchMode.MIXED) or name == "rum":
+            raise ValueError(
+                f"rum stage {name!r} must train by gradient on retain or mixed batches (e.g. finetune, salun)"
+            )
+        return cls(**args)
+
+    def attach(self, model: nn.Module, num_classes: int) -> RUM:
+        for stage in self.stages:
+            if stage is not None:
+                stage.attach(model, num_classes)
+        return super().attach(model, num_classes)
+
+    @torch.no_grad()
+    def prepare(self, request: UnlearningRequest, data: StreamView) -> None:
+        was_training = self.model.training
+        self.model.eval()
+        confidence, indices = [], []
+        for b in data.loader("forget", batch_size=self.hparams.batch_size):
+            probs = self.model(b.x.to(self.device)).softmax(dim=1)
+            confidence.append(probs.gather(1, b.y.to(self.device)[:, None])[:, 0].cpu())
+            indices.append(b.idx.cpu())
+        self.model.train(was_training)
+        order = torch.argsort(-torch.cat(confidence), stable=True)  # memorization 1 − confidence, ascending
+        self.subsets = np.array_split(torch.cat(indices)[order].numpy(), len(self.stages))
+        self.request, self.data = request, data
+
+    def unlearn(self, fit: Callable[[int], None]) -> None:
+        for subset, stage in zip(self.subsets, self.stages, strict=True):
+            if stage is None or not len(subset):
+                continue
+            self.current, self.subset = stage.to(self.device), torch.as_tensor(subset)
+            stage.prepare(replace(self.request, forget=subset), SubsetView(self.data, subset))
+            fit(stage.hparams.epochs)
+        self.current = None
+
+    def on_train_start(self) -> None:
+        super().on_train_start()
+        self.current.trainer = self.trainer
+
+    def loss(self, batch: dict[str, Batch]) -> Tensor:
+        forget = batch["forget"]
+        mine = torch.isin(forget.idx, self.subset.to(forget.idx.device))
+        return self.current.loss({**batch, "forget": Batch(forget.x[mine], forget.y[mine], forget.idx[mine])})
+
+    def after_step(self) -> None:
+        self.current.after_step()
+
+    def configure_optimizers(self):
+        return self.current.configure_optimizers()
