@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from unlearnbench.suite import load_suite, run_suite
+from unlearnbench.plan import load_suite
+from unlearnbench.suite import run_suite
 
 SUITE = Path(__file__).resolve().parent / "suites" / "continual.yaml"
 

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from unlearnbench.cli import main, parse_run_args, run_config
-from unlearnbench.suite_check import resolve_run
+from unlearnbench.plan import resolve_run
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = sorted(ROOT.glob("configs/*.yaml"))

@@ -18,10 +18,10 @@ from unlearnbench.cli import main, parse_run_args, run_config
 from unlearnbench.config import ConfigError, RunConfig
 from unlearnbench.data.base import DatasetError, balanced_subset
 from unlearnbench.data.cache import check_dataset_args, load_dataset
+from unlearnbench.plan import check_suite, resolve_run
 from unlearnbench.registry import DATASETS
 from unlearnbench.runner import Runner
 from unlearnbench.store import ModelSpec
-from unlearnbench.suite_check import check_suite, resolve_run
 
 RECIPE = {"epochs": 2, "lr": 0.1, "batch_size": 128, "momentum": 0.9, "weight_decay": 5e-4}
 

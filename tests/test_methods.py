@@ -25,6 +25,7 @@ STRONG = {
     "scrub": {"epochs": 5, "msteps": 5, "lr": 0.05},
     "bad_teacher": {"epochs": 3, "lr": 1e-3},
     "ssd": {"alpha": 2.0, "lam": 1.0},
+    "lfssd": {"alpha": 2.0, "lam": 1.0},
     "l2ul": {"epochs": 10, "lr": 0.01},
     "coun": {"epochs": 8, "lr": 0.05},
     "coun_rl": {"epochs": 5, "lr": 0.05},

@@ -11,9 +11,10 @@ from rich.console import Console
 
 from unlearnbench.cli import main
 from unlearnbench.console import Reporter
+from unlearnbench.plan import SuiteError, expand_suite
 from unlearnbench.report.leaderboard import ORACLE_LABEL
 from unlearnbench.runner import Runner
-from unlearnbench.suite import SuiteError, expand_suite, run_suite
+from unlearnbench.suite import run_suite
 
 #: Cheaper than conftest's FAST_RECIPE: these tests count trained models, not their accuracy.
 RECIPE = {"epochs": 2, "batch_size": 128, "lr": 0.1}
@@ -71,8 +72,8 @@ def test_settings_lead_the_grid_and_override_common(tmp_path):
 
 
 def test_check_suite_names_the_run_directories_the_runners_use(tmp_path):
+    from unlearnbench.plan import check_suite
     from unlearnbench.suite import prepare_suite
-    from unlearnbench.suite_check import check_suite
 
     suite = tiny_suite(tmp_path, settings=[{"requests": 2}, {"requests": 3}])
     cells, runners = check_suite(suite), prepare_suite(suite)
@@ -176,7 +177,7 @@ def test_invalid_suite_fails_before_anything_is_written(tmp_path, capsys, change
 
 @pytest.mark.parametrize("count", [1, 3, 7])
 def test_shards_split_the_grid_into_disjoint_parts_that_cover_it(count):
-    from unlearnbench.suite import select_shard
+    from unlearnbench.plan import select_shard
 
     cells = list(range(20))
     shards = [select_shard(cells, (index, count)) for index in range(1, count + 1)]
@@ -187,7 +188,7 @@ def test_shards_split_the_grid_into_disjoint_parts_that_cover_it(count):
 
 @pytest.mark.parametrize("text", ["0/3", "4/3", "1/0", "a/b", "2"])
 def test_a_bad_shard_is_refused(text):
-    from unlearnbench.suite import SuiteError, parse_shard
+    from unlearnbench.plan import SuiteError, parse_shard
 
     with pytest.raises(SuiteError, match="i/n"):
         parse_shard(text)
@@ -266,7 +267,7 @@ def _option_value(config, option: str):
 def test_every_run_option_is_a_suite_key_with_the_same_identity(tmp_path):
     """Introspects `run`'s parser: each option, on the command line or in a suite cell, resolves alike."""
     from unlearnbench.cli import parse_run_args, run_config, run_parser
-    from unlearnbench.suite_check import check_suite, resolve_run
+    from unlearnbench.plan import check_suite, resolve_run
 
     parser = run_parser("rl", ["orthogonal"])
     options = {action.dest for action in parser._actions if action.option_strings and "." not in action.dest}

@@ -22,7 +22,7 @@ common:                    # any `unlearnbench run` option, for every cell
 settings:                  # default: one setting, `common` itself
   - {dataset: cifar100, arch: vgg16_bn}    # the keys of `common`, overriding it for this part
   - {dataset: digits, recipe: {lr: 0.1}}   # of the grid; `recipe`, `dataset_args`, `arch_args` merge key by key
-  guards: [orthogonal]     # plasticity guards for every method of the setting: names or {name: {arguments}}
+  - {guards: [orthogonal]}                 # plasticity guards for every method of the setting: names or {name: {arguments}}
 methods:                   # a name, or {name: {hyperparameters}}; a name may appear twice
   - finetune
   - ga: {epochs: 3, lr: 0.005}
@@ -35,7 +35,7 @@ seeds: [0, 1]              # default [0]
 
 The grid is setting-major, then stream-major (setting, stream, seed, method), so every method of
 a (setting, stream, seed) reuses the pretrained model and the T oracles trained for the first one.
-`expand_suite` is a pure function from the suite mapping to the ordered list of `RunConfig`s;
+The schema and the check live in `unlearnbench.plan`: `expand_suite` is a pure function from the suite mapping to the ordered list of `RunConfig`s;
 `check_suite` resolves every cell as its `Runner` would (names, hyperparameters, recipe, stream
 sizes, run directory) without loading a dataset or writing anything (`--check`). Before a suite
 runs, that check passes and every cell's `Runner` is built, so bad input fails before anything
@@ -51,247 +51,13 @@ from __future__ import annotations
 import json
 import time
 import traceback
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from unlearnbench.config import ConfigError, Hardware, RunConfig, check_writable_directory
+from unlearnbench.config import ConfigError, RunConfig
 from unlearnbench.interrupt import Interrupted
-
-TOP_KEYS = {"out", "store", "leaderboard", "common", "settings", "methods", "streams", "seeds"}
-HARDWARE_KEYS = {f.name for f in fields(Hardware)}
-#: RunConfig fields a suite may set in `common` or a setting (the grid sets method, stream, seed).
-COMMON_KEYS = {
-    "dataset",
-    "dataset_args",
-    "arch_args",
-    "data_dir",
-    "download",
-    "arch",
-    "requests",
-    "size",
-    "oracle",
-    "recipe",
-    "save_logits",
-    "logger",
-    "guards",
-} | HARDWARE_KEYS
-STREAM_KEYS = {"stream", "size", "requests"}
-#: Mappings a setting merges key by key into `common`'s instead of replacing them.
-MERGED_KEYS = ("recipe", "dataset_args", "arch_args")
-
-
-class SuiteError(ConfigError):
-    """An invalid suite file: reported as one line, exit code 2, nothing written."""
-
-
-def load_suite(path: Path) -> dict:
-    try:
-        data = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as error:
-        raise SuiteError(f"cannot read suite {path}: {error}".replace("\n", " ")) from error
-    if not isinstance(data, dict):
-        raise SuiteError(f"suite {path} must be a YAML mapping with at least `methods`")
-    return data
-
-
-METHOD_ENTRY_KEYS = {"method", "args", "guards"}
-
-
-@dataclass(frozen=True)
-class MethodEntry:
-    """One `methods` entry: a method, its hyperparameters, and its own guards (None: the setting's)."""
-
-    name: str
-    args: dict
-    guards: tuple[str, ...] | None = None
-    guard_args: dict | None = None
-
-
-def _methods(spec: Any) -> list[MethodEntry]:
-    if isinstance(spec, dict):
-        spec = [{name: args} for name, args in spec.items()]
-    if not isinstance(spec, list) or not spec:
-        raise SuiteError("`methods` must be a non-empty list of names or {name: {hyperparameters}}")
-    methods = []
-    for item in spec:
-        if isinstance(item, str):
-            methods.append(MethodEntry(item, {}))
-        elif isinstance(item, dict) and "method" in item:
-            unknown = sorted(set(item) - METHOD_ENTRY_KEYS)
-            if unknown:
-                raise SuiteError(
-                    f"unknown key(s) {', '.join(unknown)} in a `methods` entry; valid: "
-                    f"{', '.join(sorted(METHOD_ENTRY_KEYS))}"
-                )
-            args = item.get("args") or {}
-            if not isinstance(args, dict):
-                raise SuiteError(f"`args` of method {item['method']!r} must be a mapping, got {args!r}")
-            guards = _guards(item["guards"], f"method {item['method']!r}") if "guards" in item else (None, None)
-            methods.append(MethodEntry(str(item["method"]), dict(args), *guards))
-        elif isinstance(item, dict) and len(item) == 1:
-            name, args = next(iter(item.items()))
-            if args is not None and not isinstance(args, dict):
-                raise SuiteError(f"hyperparameters of method {name!r} must be a mapping, got {args!r}")
-            methods.append(MethodEntry(str(name), dict(args or {})))
-        else:
-            raise SuiteError(
-                f"a `methods` entry must be a name, {{name: {{hyperparameters}}}} or {{method: name, args: ..., "
-                f"guards: ...}}, got {item!r}"
-            )
-    return methods
-
-
-def _guards(spec: Any, where: str) -> tuple[tuple[str, ...], dict]:
-    """`guards:` as on the command line: names in the order they apply, each optionally {name: {arguments}}."""
-    if spec is None:
-        return (), {}
-    if not isinstance(spec, list):
-        raise SuiteError(f"`guards` of {where} must be a list of guard names or {{name: {{arguments}}}}, got {spec!r}")
-    names, args = [], {}
-    for item in spec:
-        if isinstance(item, str):
-            names.append(item)
-        elif isinstance(item, dict) and len(item) == 1 and isinstance(next(iter(item.values())) or {}, dict):
-            name, values = next(iter(item.items()))
-            names.append(str(name))
-            if values:
-                args[str(name)] = dict(values)
-        else:
-            raise SuiteError(f"a `guards` entry of {where} must be a name or {{name: {{arguments}}}}, got {item!r}")
-    return tuple(names), args
-
-
-def _streams(spec: Any) -> list[dict]:
-    if spec is None:
-        return [{}]
-    if not isinstance(spec, list) or not spec:
-        raise SuiteError("`streams` must be a non-empty list of kinds or {stream: kind, size: ..., requests: ...}")
-    streams = []
-    for item in spec:
-        if isinstance(item, str):
-            item = {"stream": item}
-        if not isinstance(item, dict):
-            raise SuiteError(f"a `streams` entry must be a kind or a mapping, got {item!r}")
-        unknown = sorted(set(item) - STREAM_KEYS)
-        if unknown:
-            raise SuiteError(f"unknown stream key(s) {', '.join(unknown)}; valid: {', '.join(sorted(STREAM_KEYS))}")
-        streams.append(dict(item))
-    return streams
-
-
-def _options(spec: Any, where: str) -> dict:
-    """Run options of `common` or of one setting, their keys checked."""
-    if spec is None:
-        return {}
-    if not isinstance(spec, dict):
-        raise SuiteError(f"{where} must be a mapping of run options, got {spec!r}")
-    unknown = sorted(set(spec) - COMMON_KEYS)
-    if unknown:
-        raise SuiteError(f"unknown key(s) {', '.join(unknown)} in {where}; valid: {', '.join(sorted(COMMON_KEYS))}")
-    for key in MERGED_KEYS:
-        if key in spec and not isinstance(spec[key], dict):
-            raise SuiteError(f"`{key}` in {where} must be a mapping of {key.replace('_args', '')} keys")
-    options = dict(spec)
-    if "guards" in options:
-        options["guards"], options["guard_args"] = _guards(options["guards"], where)
-    return options
-
-
-def _settings(spec: Any, common: dict) -> list[dict]:
-    """Each setting's options: `common` overridden by the setting (recipes merged key by key)."""
-    if spec is None:
-        return [common]
-    if not isinstance(spec, list) or not spec:
-        raise SuiteError("`settings` must be a non-empty list of mappings of run options (the keys of `common`)")
-    settings = []
-    for k, item in enumerate(spec, start=1):
-        options = _options(item if item is not None else {}, f"`settings` entry {k}")
-        merged = {**common, **options}
-        for key in MERGED_KEYS:
-            if key in common and key in options:
-                merged[key] = {**common[key], **options[key]}
-        settings.append(merged)
-    return settings
-
-
-@dataclass(frozen=True)
-class GridConfig:
-    """One cell of the grid before it is resolved: its 1-based (setting, stream, seed, method) position."""
-
-    position: tuple[int, int, int, int]
-    config: RunConfig
-
-
-def suite_grid(suite: dict, out: Path | None = None, logger: str | None = None) -> list[GridConfig]:
-    """The grid in run order, each cell with its position; its schema checked, its cells not yet resolved."""
-    unknown = sorted(set(suite) - TOP_KEYS)
-    if unknown:
-        raise SuiteError(f"unknown suite key(s) {', '.join(unknown)}; valid: {', '.join(sorted(TOP_KEYS))}")
-    settings = _settings(suite.get("settings"), _options(suite.get("common"), "`common`"))
-    seeds = suite.get("seeds", [0])
-    if (
-        not isinstance(seeds, list)
-        or not seeds
-        or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)
-    ):
-        raise SuiteError(f"`seeds` must be a non-empty list of integers, got {seeds!r}")
-    if len(set(seeds)) != len(seeds):
-        raise SuiteError(f"`seeds` lists a seed twice: {seeds}")
-    if "methods" not in suite:
-        raise SuiteError("a suite needs `methods`")
-    methods = _methods(suite["methods"])
-    streams = _streams(suite.get("streams"))
-    out_dir = Path(out) if out is not None else Path(suite.get("out") or "runs")
-    store = suite.get("store")
-    board = suite.get("leaderboard")
-    if board is not None and board is not False and not isinstance(board, str):
-        raise SuiteError(f"`leaderboard` must be a folder, or false for none, got {board!r}")
-    if isinstance(board, str):  # found now, not after every cell has run
-        check_writable_directory(Path(board))
-    cells = []
-    for k, setting in enumerate(settings, start=1):
-        hardware = Hardware(**{key: setting[key] for key in HARDWARE_KEYS if key in setting})
-        run_keys = {key: value for key, value in setting.items() if key not in HARDWARE_KEYS}
-        if logger is not None:
-            run_keys["logger"] = logger
-        if run_keys.get("data_dir") is not None:
-            run_keys["data_dir"] = Path(run_keys["data_dir"])
-        for s, stream in enumerate(streams, start=1):
-            for seed in seeds:
-                for m, entry in enumerate(methods, start=1):
-                    values = {**run_keys, **stream}
-                    if entry.guards is not None:
-                        values |= {"guards": entry.guards, "guard_args": entry.guard_args}
-                    values["guards"] = list(values.get("guards", ()))
-                    config = RunConfig(
-                        method=entry.name,
-                        seed=seed,
-                        method_args=dict(entry.args),
-                        out=out_dir,
-                        store=Path(store) if store else None,
-                        hardware=hardware,
-                        **{key: (dict(v) if isinstance(v, dict) else v) for key, v in values.items()},
-                    )
-                    cells.append(GridConfig((k, s, seeds.index(seed) + 1, m), config))
-    return cells
-
-
-def cell_label(index: int, count: int, config: RunConfig) -> str:
-    """How errors and progress name a cell: its place in the grid and what it runs."""
-    return (
-        f"cell {index}/{count} ({config.dataset}/{config.arch}, {config.method}, {config.stream}, seed {config.seed})"
-    )
-
-
-def expand_suite(suite: dict, out: Path | None = None, logger: str | None = None) -> list[RunConfig]:
-    """The suite's grid as an ordered list of RunConfigs (setting, stream, seed, method). Pure: writes nothing.
-
-    `out` and `logger`, when given, override the suite's own (the command line's `--out`/`--logger`).
-    """
-    return [cell.config for cell in suite_grid(suite, out, logger)]
+from unlearnbench.plan import SuiteError, cell_label, check_suite, load_suite, parse_shard, select_shard
 
 
 @dataclass
@@ -322,7 +88,6 @@ def prepare_suite(suite: dict, reporter=None, out: Path | None = None, logger: s
     """
     from unlearnbench.data.cache import DatasetCache
     from unlearnbench.runner import Runner
-    from unlearnbench.suite_check import check_suite
 
     cells = check_suite(suite, out=out, logger=logger)
     datasets = DatasetCache()
@@ -333,27 +98,6 @@ def prepare_suite(suite: dict, reporter=None, out: Path | None = None, logger: s
         except (ConfigError, TypeError, ValueError) as error:
             raise SuiteError(f"{cell_label(i, len(cells), cell.config)}: {error}") from error
     return runners
-
-
-def parse_shard(text: str) -> tuple[int, int]:
-    """`i/n` with 1 <= i <= n: this job's shard of a job array."""
-    index, _, count = text.partition("/")
-    if not (index.isdigit() and count.isdigit() and 1 <= int(index) <= int(count)):
-        raise SuiteError(f"--shard takes i/n with 1 <= i <= n (e.g. 2/8), got {text!r}")
-    return int(index), int(count)
-
-
-def select_shard(cells: list, shard: tuple[int, int] | None) -> list:
-    """Cells k (0-based, in grid order) with k mod n == i - 1: every cell in exactly one shard.
-
-    The grid order is a pure function of the suite file, so every job of an array computes the
-    same split without talking to the others; shards share the store (its file lock trains each
-    model once) and the runs directory (each run directory belongs to one cell).
-    """
-    if shard is None:
-        return cells
-    index, count = shard
-    return [cell for k, cell in enumerate(cells) if k % count == index - 1]
 
 
 def run_suite(
@@ -478,7 +222,7 @@ def suite_command(argv: list[str]) -> int:
     shard = parse_shard(args.shard) if args.shard else None
     suite = load_suite(args.suite)
     if args.check:
-        from unlearnbench.suite_check import check_report, check_suite
+        from unlearnbench.plan import check_report
 
         cells = check_suite(suite, out=args.out, logger=args.logger)
         print("\n".join(check_report(str(args.suite), cells, shard)))
