@@ -10,7 +10,7 @@ and the runner treats every method the same way.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import ClassVar
 
 import lightning as L
@@ -18,6 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from unlearnbench.data.base import Batch
+from unlearnbench.search_space import Distribution
 from unlearnbench.streams.base import StreamView, UnlearningRequest
 from unlearnbench.streams.batches import BatchMode
 
@@ -28,6 +29,9 @@ class UnlearningMethod(L.LightningModule):
     batch_mode: ClassVar[BatchMode] = BatchMode.RETAIN
     #: False for methods that do not update the model by gradient steps (LOFT): guards refuse them.
     trains_by_gradient: ClassVar[bool] = True
+    #: What `unlearnbench tune` may vary: `__init__` argument -> a `search_space` record (Float, Int,
+    #: Categorical). Every registered method declares one; the registry-wide test refuses a method without.
+    search_space: ClassVar[Mapping[str, Distribution] | None] = None
 
     def __init__(
         self,
