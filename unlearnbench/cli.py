@@ -7,6 +7,7 @@ signature: `unlearnbench run --method salun --salun.ratio 0.3`, or in a `--confi
 
 from __future__ import annotations
 
+import inspect
 import sys
 import warnings
 from pathlib import Path
@@ -123,6 +124,12 @@ def run_parser(method: str | None, guards: list[str] = ()) -> ArgumentParser:
         help="csv (default, into the run dir), wandb (offline unless set up) or none",
     )
     parser.add_argument("--recipe", type=dict, default={}, help="overrides of the pretraining/oracle recipe")
+    parser.add_argument(
+        "--hparams",
+        type=Path | None,
+        default=None,
+        help="folder of `unlearnbench tune` files: the method starts from its tuned values (explicit ones win)",
+    )
     if method in METHODS:
         parser.add_class_arguments(METHODS.get(method), nested_key=method, help=f"hyperparameters of {method}")
     from unlearnbench.registry import GUARDS
@@ -151,8 +158,14 @@ def cmd_run(argv: list[str]) -> int:
     parser = run_parser(method, guards)
     try:
         args = parser.parse_args(argv)
+        if args.hparams is not None:  # tuned values become the method's defaults; explicit arguments still win
+            tuned = _tuned_defaults(args)
+            parser.set_defaults({f"{args.method}.{name}": value for name, value in tuned.items()})
+            args = parser.parse_args(argv)
     except JsonArgumentError as error:
         raise UsageError(str(error)) from error
+    except (KeyError, ConfigError) as error:
+        raise UsageError(str(error).strip("'\"")) from error
     from unlearnbench.console import Reporter
     from unlearnbench.rundir import UntrustedCheckpointError
     from unlearnbench.runner import Runner
@@ -177,6 +190,7 @@ def cmd_run(argv: list[str]) -> int:
         run_dir=args.run_dir,
         save_logits=args.save_logits,
         logger=args.logger,
+        hparams=args.hparams,
         hardware=Hardware(args.accelerator, args.devices, args.strategy, args.num_nodes, args.precision),
     )
     reporter = Reporter(quiet=args.quiet)
@@ -203,6 +217,18 @@ def cmd_run(argv: list[str]) -> int:
         print(f"unlearnbench: request {result.summary['diverged_at']} diverged; see {result.run_dir}", file=sys.stderr)
         return EXIT_DIVERGED
     return 0
+
+
+def _tuned_defaults(args) -> dict:
+    from unlearnbench.config import ConfigError
+    from unlearnbench.hparams import load_tuned
+    from unlearnbench.registry import METHODS
+
+    values = load_tuned(args.hparams, args.dataset, args.arch, args.stream, args.method)["hparams"]
+    unknown = sorted(set(values) - set(inspect.signature(METHODS.get(args.method)).parameters))
+    if unknown:
+        raise ConfigError(f"tuned file for {args.method} sets {', '.join(unknown)}, which it has no argument for")
+    return values
 
 
 def cmd_list(argv: list[str]) -> int:

@@ -16,10 +16,12 @@ common:                    # any `unlearnbench run` option, for every cell
   oracle: retrain
   recipe: {epochs: 10}
   logger: csv              # csv | wandb | none
+  hparams: null            # folder of `unlearnbench tune` files: each method starts from its tuned values
   accelerator: auto        # hardware: accelerator, devices, strategy, num_nodes, precision
 settings:                  # default: one setting, `common` itself
   - {dataset: cifar100, arch: vgg16_bn}    # the keys of `common`, overriding it for this part
   - {dataset: digits, recipe: {lr: 0.1}}   # of the grid; `recipe` merges key by key
+  - {hparams: tuned/cpu}                   # the same grid with tuned values: default and tuned rows side by side
 methods:                   # a name, or {name: {hyperparameters}}; a name may appear twice
   - finetune
   - ga: {epochs: 3, lr: 0.005}
@@ -69,6 +71,7 @@ COMMON_KEYS = {
     "recipe",
     "save_logits",
     "logger",
+    "hparams",
 } | HARDWARE_KEYS
 STREAM_KEYS = {"stream", "size", "requests"}
 
@@ -189,8 +192,9 @@ def suite_grid(suite: dict, out: Path | None = None, logger: str | None = None) 
         run_keys = {key: value for key, value in setting.items() if key not in HARDWARE_KEYS}
         if logger is not None:
             run_keys["logger"] = logger
-        if run_keys.get("data_dir") is not None:
-            run_keys["data_dir"] = Path(run_keys["data_dir"])
+        for key in ("data_dir", "hparams"):
+            if run_keys.get(key) is not None:
+                run_keys[key] = Path(run_keys[key])
         for s, stream in enumerate(streams, start=1):
             for seed in seeds:
                 for m, (method, args) in enumerate(methods, start=1):

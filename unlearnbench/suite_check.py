@@ -66,7 +66,7 @@ def _resolve(item: GridConfig) -> Cell:
     defaults = {name: p.default for name, p in inspect.signature(method_class).parameters.items()}
     _check_numbers(config.method_args, defaults, f"method {config.method!r} argument")
     try:
-        method = method_class(**config.method_args)
+        method = method_class(**config.resolved_method_args())
     except (TypeError, ValueError) as error:
         raise ConfigError(f"invalid arguments for method {config.method!r}: {error}") from error
     recipe = _recipe(config)

@@ -110,6 +110,11 @@ class ImageSplit:
     def to(self, device: torch.device | str) -> ImageSplit:
         return ImageSplit(self.images.to(device), self.labels.to(device))
 
+    def subset(self, indices: Tensor) -> ImageSplit:
+        """The samples at `indices`, in that order (the validation view of a train split)."""
+        index = torch.as_tensor(indices, dtype=torch.long, device=self.labels.device)
+        return ImageSplit(self.images[index], self.labels[index])
+
 
 @dataclass(frozen=True)
 class ImageDataset:

@@ -64,6 +64,11 @@ class FolderSplit:
     def to(self, device: torch.device | str) -> FolderSplit:
         return self  # images are decoded per batch; labels stay on the CPU
 
+    def subset(self, indices: Tensor) -> FolderSplit:
+        """The files at `indices`, in that order (the validation view of a train split)."""
+        index = torch.as_tensor(indices, dtype=torch.long)
+        return FolderSplit(self.files[index.numpy()], self.labels[index])
+
 
 def read_image(path: str) -> Tensor:
     """uint8 RGB (3, H, W); torchvision's decoder (JPEG, PNG, WebP, GIF), PIL for anything else."""

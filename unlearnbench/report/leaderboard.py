@@ -213,13 +213,17 @@ def read_run(path: Path) -> RunRecord | None:
 
 
 def collect_runs(runs_dir: Path) -> list[RunRecord]:
-    """Every run directory under `runs_dir` (recursively), in path order."""
+    """Every reportable run directory under `runs_dir` (recursively), in path order.
+
+    Runs on a validation split (the trials of `unlearnbench tune`) are never reported: their
+    streams and seeds chose the hyperparameters, so numbers from them would not be held out.
+    """
     runs = []
     for config in sorted(Path(runs_dir).rglob("config.yaml")):
         if not (config.parent / "manifest.json").exists():
             continue  # not a run directory (e.g. the config.yaml inside a W&B run folder)
         run = read_run(config.parent)
-        if run is not None:
+        if run is not None and run.identity.get("split", "test") == "test":
             runs.append(run)
     return runs
 
@@ -352,7 +356,9 @@ def build_groups(runs: list[RunRecord]) -> list[Group]:
 def _build_group(key: tuple, title: str, runs: list[RunRecord]) -> Group:
     variants: dict[tuple[str, str], list[RunRecord]] = {}
     for run in sorted(runs, key=lambda r: (r.identity.get("method"), r.identity.get("seed", 0), str(r.path))):
-        variants.setdefault((run.identity["method"], _variant_key(run.identity)), []).append(run)
+        # a tuned run is its own row, labelled as such, beside the method's default row
+        name = run.identity["method"] + (" (tuned)" if run.identity.get("tuned") else "")
+        variants.setdefault((name, _variant_key(run.identity)), []).append(run)
     methods = [m for m, _ in variants]
     entries = []
     for (method, variant), method_runs in variants.items():
