@@ -267,14 +267,25 @@ def cmd_leaderboard(argv: list[str]) -> int:
         raise UsageError(str(error)) from error
 
 
-COMMANDS = {"run": cmd_run, "list": cmd_list, "suite": cmd_suite, "leaderboard": cmd_leaderboard}
+def cmd_tune(argv: list[str]) -> int:
+    from unlearnbench.config import ConfigError
+    from unlearnbench.tune import tune_command
 
-USAGE = """usage: unlearnbench {run,list,suite,leaderboard} [options]
+    try:
+        return tune_command(argv)
+    except ConfigError as error:
+        raise UsageError(str(error)) from error
+
+
+COMMANDS = {"run": cmd_run, "list": cmd_list, "suite": cmd_suite, "leaderboard": cmd_leaderboard, "tune": cmd_tune}
+
+USAGE = """usage: unlearnbench {run,list,suite,leaderboard,tune} [options]
 
   run          run one method over one request stream (unlearnbench run --help)
   list         list registered methods, streams, datasets and archs
   suite        run a grid of runs from a YAML file, then build the leaderboard (unlearnbench suite --help)
   leaderboard  tables (Markdown, CSV, HTML) and plots from run directories (unlearnbench leaderboard --help)
+  tune         choose a method's hyperparameters on validation streams with Optuna (unlearnbench tune --help)
 """
 
 

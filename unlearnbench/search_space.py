@@ -4,7 +4,11 @@ A method lists `search_space = space(GRADIENT_SPACE, alpha=Float(0.5, 0.9999))` 
 class attribute; each key is an `__init__` argument and each record maps onto one of Optuna's
 `trial.suggest_float/int/categorical` (duck-typed here, so importing a method never imports
 Optuna). Learning rates, weight decays and loss coefficients that span decades are `log=True`:
-TPE then samples 1e-4 as often as 1e-2. `GRADIENT_SPACE` is the part every SGD method shares.
+TPE then samples 1e-4 as often as 1e-2. `GRADIENT_SPACE` is the part every SGD method shares:
+DeepUnlearn's ranges (xcadet/deepunlearn, `munl/settings.py` at d3dacb6: lr and weight decay
+log-uniform in [1e-5, 1e-1], epochs an integer from 1 to a cap that `unlearnbench tune` sets at
+20% of the pretraining epochs). The method-specific ranges are ours: each brackets the method's
+reference default by about a decade on either side, or its valid interval.
 """
 
 from __future__ import annotations
@@ -60,7 +64,7 @@ Distribution = Float | Int | Categorical
 
 #: lr, epochs and weight decay of an SGD method; `epochs` is capped by the tuning budget at tune time.
 GRADIENT_SPACE: Mapping[str, Distribution] = MappingProxyType(
-    {"lr": Float(1e-4, 1e-1, log=True), "epochs": Int(1, 10), "weight_decay": Float(1e-5, 1e-2, log=True)}
+    {"lr": Float(1e-5, 1e-1, log=True), "epochs": Int(1, 10), "weight_decay": Float(1e-5, 1e-1, log=True)}
 )
 
 

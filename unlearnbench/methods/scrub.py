@@ -33,7 +33,6 @@ class SCRUB(UnlearningMethod):
     batch_mode = BatchMode.PAIRED
     search_space = space(
         GRADIENT_SPACE,
-        lr=Float(1e-5, 1e-1, log=True),
         epochs=Int(1, 5),
         msteps=Int(1, 5),
         temperature=Float(1.0, 8.0, log=True),
