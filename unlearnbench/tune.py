@@ -49,11 +49,13 @@ import yaml
 from unlearnbench import __version__
 from unlearnbench.config import ConfigError, Hardware, RunConfig
 from unlearnbench.console import Reporter
+from unlearnbench.data.validation import VALIDATION_FRACTION
 from unlearnbench.evaluation.keys import GAP_KEYS
 from unlearnbench.hparams import hparams_path
 from unlearnbench.io import write_text_atomic
-from unlearnbench.registry import METHODS, STREAMS
+from unlearnbench.registry import DATASETS, METHODS, STREAMS
 from unlearnbench.search_space import Distribution, Int, sample
+from unlearnbench.streams.base import StreamError
 from unlearnbench.training import Recipe
 
 #: Seeds of the reported runs (`run`'s default and the suites'): tuning streams must use others.
@@ -128,6 +130,14 @@ class TuneSpec:
             raise ConfigError(f"--storage must be a database URL (sqlite:///path, postgresql://...), got {storage!r}")
         for seed in self.tune_seeds:
             self.run_config(seed, {}).validate()  # names, recipe keys, output folders
+        known = getattr(DATASETS.get(self.dataset), "known_size", None)
+        if known is not None:  # the stream fits the validation view's train part (a folder dataset: when loaded)
+            size = STREAMS.get(self.stream).default_size if self.size is None else self.size
+            view_train = known.num_train - round(VALIDATION_FRACTION * known.num_train)
+            try:
+                STREAMS.get(self.stream)().validate(view_train, known.num_classes, self.requests, size)
+            except StreamError as error:
+                raise ConfigError(str(error)) from error
 
     @property
     def storage_url(self) -> str:
@@ -239,9 +249,11 @@ def make_objective(spec: TuneSpec, datasets):
             reporter = TrialReporter(trial, spec, i, rows_by_seed)
             runner = Runner(spec.run_config(seed, values), reporter, datasets)
             trial.set_user_attr(f"run_dir_seed{seed}", str(runner.run_dir.path))
-            result = runner.run()
+            try:
+                result = runner.run()
+            finally:  # pruned or done: the values are in the study (a killed worker's directory stays, to resume)
+                shutil.rmtree(runner.run_dir.path, ignore_errors=True)
             rows_by_seed.append(result.rows)
-            shutil.rmtree(runner.run_dir.path, ignore_errors=True)  # the values are in the study
             # CPU seconds of this process (all threads), pretraining and oracles excluded when the store had them
             trial.set_user_attr("cpu_s", round(time.process_time() - start, 2))
             trial.set_user_attr("trained_models", trial.user_attrs.get("trained_models", 0) + runner.store.trained)
