@@ -29,10 +29,13 @@ from unlearnbench.data.validation import VALIDATION_FRACTION, validation_indices
 from unlearnbench.hparams import hparams_path
 from unlearnbench.registry import METHODS
 from unlearnbench.report.leaderboard import build_leaderboard
+from unlearnbench.rundir import RunDirectory, RunDirectoryMismatchError
 from unlearnbench.runner import Runner
 from unlearnbench.search_space import GRADIENT_SPACE, Categorical, Float, Int, space
-from unlearnbench.tune import WORST_GAP, TuneSpec, make_objective, objective_values, redacted
+from unlearnbench.suite import load_suite
+from unlearnbench.tune import WORST_GAP, TuneSpec, make_objective, objective_values, redacted, suite_specs
 
+ROOT = Path(__file__).resolve().parent.parent
 #: Arguments that span decades: their ranges must be sampled on a log scale.
 LOG_SCALED = ("lr", "weight_decay")
 
@@ -139,6 +142,7 @@ def test_a_killed_tune_resumes_its_study_with_the_same_command(tmp_path):
         if (out / "studies.db").exists():
             trials = study_trials(out)
             if len(finished(trials)) == 1 and any(t.state == TrialState.RUNNING for t in trials):
+                time.sleep(2)  # into the trial's runs
                 break
     os.kill(worker.pid, signal.SIGKILL)
     worker.wait()
@@ -343,3 +347,25 @@ def test_storage_passwords_stay_out_of_the_tuned_file():
         == "postgresql://bench:***@db.example:5432/studies"
     )
     assert redacted("sqlite:///tuned/studies.db") == "sqlite:///tuned/studies.db"
+
+
+def test_a_run_killed_while_initializing_its_directory_resumes_there(tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "manifest.json").write_text("{}")
+    (folder / ".config.yaml.x1.tmp").write_text("method: fin")
+    RunDirectory(folder).check({"method": "finetune"})  # leftovers of `initialize` before config.yaml
+    (folder / "notes.txt").write_text("mine")
+    with pytest.raises(RunDirectoryMismatchError, match="holds no run"):
+        RunDirectory(folder).check({"method": "finetune"})
+
+
+def test_the_cpu_tune_suite_covers_every_method_with_one_budget(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    specs = suite_specs(load_suite(ROOT / "benchmarks" / "tune_cpu.yaml"))
+    assert sorted(spec.method for spec in specs) == METHODS.names()  # `methods: all`: new methods join unasked
+    assert len({(spec.trials, spec.tune_seeds, spec.requests, spec.epoch_cap()) for spec in specs}) == 1
+    assert specs[0].epoch_cap() == 6  # ceil(20% of digits' 30 epochs)
+    for spec in specs:
+        spec.validate()
+    assert list(tmp_path.iterdir()) == []

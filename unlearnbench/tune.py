@@ -280,6 +280,8 @@ def check_budget(trial, budget: int) -> None:
 def open_study(spec: TuneSpec):
     import optuna
 
+    # Heartbeats and fail_stale_trials are flagged experimental; the warning says nothing about the study.
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     spec.out.mkdir(parents=True, exist_ok=True)
     storage = optuna.storages.RDBStorage(
@@ -557,8 +559,7 @@ def tune_command(argv: list[str]) -> int:
         args = parser.parse_args(argv)
     except ArgumentError as error:
         raise ConfigError(str(error)) from error
-    # Optuna flags heartbeats and fail_stale_trials as experimental; the warning says nothing about the study.
-    warnings.filterwarnings("ignore", message=r".*(is experimental|module\(s\) in eval mode).*")
+    warnings.filterwarnings("ignore", message=r".*module\(s\) in eval mode.*")  # Lightning: on_train_start sets train mode
     if args.suite is not None:
         if args.method is not None:
             raise ConfigError("give either --suite or --method, not both")
