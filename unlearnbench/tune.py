@@ -41,7 +41,7 @@ import socket
 import sys
 import time
 import warnings
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 import yaml
@@ -128,8 +128,13 @@ class TuneSpec:
         storage = self.storage_url
         if "://" not in storage:
             raise ConfigError(f"--storage must be a database URL (sqlite:///path, postgresql://...), got {storage!r}")
+        unknown = sorted(set(self.recipe) - {f.name for f in fields(Recipe)})
+        if unknown:  # before anything reads the recipe's epochs
+            raise ConfigError(
+                f"unknown recipe key(s) {', '.join(unknown)}; valid: {', '.join(f.name for f in fields(Recipe))}"
+            )
         for seed in self.tune_seeds:
-            self.run_config(seed, {}).validate()  # names, recipe keys, output folders
+            self.run_config(seed, {}).validate()  # names, output folders
         known = getattr(DATASETS.get(self.dataset), "known_size", None)
         if known is not None:  # the stream fits the validation view's train part (a folder dataset: when loaded)
             size = STREAMS.get(self.stream).default_size if self.size is None else self.size
@@ -559,7 +564,9 @@ def tune_command(argv: list[str]) -> int:
         args = parser.parse_args(argv)
     except ArgumentError as error:
         raise ConfigError(str(error)) from error
-    warnings.filterwarnings("ignore", message=r".*module\(s\) in eval mode.*")  # Lightning: on_train_start sets train mode
+    warnings.filterwarnings(
+        "ignore", message=r".*module\(s\) in eval mode.*"
+    )  # Lightning: on_train_start sets train mode
     if args.suite is not None:
         if args.method is not None:
             raise ConfigError("give either --suite or --method, not both")
