@@ -9,6 +9,7 @@ it) is 2, a SIGINT/SIGTERM (`Interrupted`) 128 + the signal, a failed write 1, d
 
 from __future__ import annotations
 
+import inspect
 import logging
 import sys
 import warnings
@@ -186,6 +187,12 @@ def run_parser(
         help="csv (default, into the run dir), wandb (offline unless set up) or none",
     )
     parser.add_argument("--recipe", type=dict, default={}, help="overrides of the pretraining/oracle recipe")
+    parser.add_argument(
+        "--hparams",
+        type=Path | None,
+        default=None,
+        help="folder of `unlearnbench tune` files: the method starts from its tuned values (explicit ones win)",
+    )
     if method in METHODS:
         parser.add_class_arguments(METHODS.get(method), nested_key=method, help=f"hyperparameters of {method}")
     from unlearnbench.registry import GUARDS
@@ -224,6 +231,7 @@ def run_config(args) -> RunConfig:
         run_dir=args.run_dir,
         save_logits=args.save_logits,
         logger=args.logger,
+        hparams=args.hparams,
         hardware=Hardware(args.accelerator, args.devices, args.strategy, args.num_nodes, args.precision),
     )
 
@@ -250,9 +258,16 @@ def parse_run_args(argv: list[str]):
     argv = _argument_groups(argv)
     parser = run_parser(method, guards, _chosen(argv, "dataset") or "digits", _chosen(argv, "arch") or "smallcnn")
     try:
-        return parser.parse_args(argv)
+        args = parser.parse_args(argv)
+        if args.hparams is not None:  # tuned values become the method's defaults; explicit arguments still win
+            tuned = _tuned_defaults(args)
+            parser.set_defaults({f"{args.method}.{name}": value for name, value in tuned.items()})
+            args = parser.parse_args(argv)
     except JsonArgumentError as error:
         raise UsageError(str(error)) from error
+    except KeyError as error:
+        raise UsageError(str(error).strip("'\"")) from error
+    return args
 
 
 def cmd_run(argv: list[str]) -> int:
@@ -284,6 +299,18 @@ def cmd_run(argv: list[str]) -> int:
     return 0
 
 
+def _tuned_defaults(args) -> dict:
+    from unlearnbench.config import ConfigError
+    from unlearnbench.hparams import load_tuned
+    from unlearnbench.registry import METHODS
+
+    values = load_tuned(args.hparams, args.dataset, args.arch, args.stream, args.method)["hparams"]
+    unknown = sorted(set(values) - set(inspect.signature(METHODS.get(args.method)).parameters))
+    if unknown:
+        raise ConfigError(f"tuned file for {args.method} sets {', '.join(unknown)}, which it has no argument for")
+    return values
+
+
 def cmd_list(argv: list[str]) -> int:
     from rich.console import Console
     from rich.table import Table
@@ -313,14 +340,25 @@ def cmd_leaderboard(argv: list[str]) -> int:
     return leaderboard_command(argv)
 
 
-COMMANDS = {"run": cmd_run, "list": cmd_list, "suite": cmd_suite, "leaderboard": cmd_leaderboard}
+def cmd_tune(argv: list[str]) -> int:
+    from unlearnbench.config import ConfigError
+    from unlearnbench.tune import tune_command
 
-USAGE = """usage: unlearnbench {run,list,suite,leaderboard} [options]
+    try:
+        return tune_command(argv)
+    except ConfigError as error:
+        raise UsageError(str(error)) from error
+
+
+COMMANDS = {"run": cmd_run, "list": cmd_list, "suite": cmd_suite, "leaderboard": cmd_leaderboard, "tune": cmd_tune}
+
+USAGE = """usage: unlearnbench {run,list,suite,leaderboard,tune} [options]
 
   run          run one method over one request stream (unlearnbench run --help)
   list         list registered methods, streams, datasets and archs
   suite        run a grid of runs from a YAML file, then build the leaderboard (unlearnbench suite --help)
   leaderboard  tables (Markdown, CSV, HTML) and plots from run directories (unlearnbench leaderboard --help)
+  tune         choose a method's hyperparameters on validation streams with Optuna (unlearnbench tune --help)
 """
 
 

@@ -86,6 +86,11 @@ class RunConfig:
     hardware: Hardware = field(default_factory=Hardware)
     #: experiment logger (unlearnbench.loggers): csv (default), wandb (offline unless set up) or none
     logger: str = "csv"
+    #: folder of tuned hyperparameter files (`unlearnbench tune`); `method_args` override the tuned values
+    hparams: Path | None = None
+    #: "test": the dataset as it is; "validation": tuning's view, the test split replaced by a held-out
+    #: part of train (unlearnbench.data.validation). Validation runs never enter a leaderboard.
+    split: Literal["test", "validation"] = "test"
 
     def validate(self) -> None:
         """Names, method arguments and output location; the stream itself is checked when built."""
@@ -106,6 +111,8 @@ class RunConfig:
             raise ConfigError(str(error)) from None
         if self.oracle not in ("retrain", "none"):
             raise ConfigError(f"unknown oracle {self.oracle!r}; choose one of: retrain, none")
+        if self.split not in ("test", "validation"):
+            raise ConfigError(f"unknown split {self.split!r}; choose one of: test, validation")
         if self.logger not in LOGGERS:
             raise ConfigError(f"unknown logger {self.logger!r}; choose one of: {', '.join(LOGGERS.names())}")
         LOGGERS.get(self.logger).check_environment()
@@ -128,6 +135,7 @@ class RunConfig:
                 f"{', '.join(accepted)}"
             )
         self._validate_guards()
+        self.tuned()  # a missing or malformed tuned file fails here, before anything is loaded
         self._validate_numbers()
         self.hardware.validate()
         for path in (self.out, self.store, self.run_dir):
@@ -168,6 +176,17 @@ class RunConfig:
             except StreamError as error:
                 raise ConfigError(str(error)) from None
 
+    def tuned(self) -> dict | None:
+        """The tuned hyperparameter file of this (dataset, arch, stream, method) under `hparams`, if given."""
+        from unlearnbench.hparams import load_tuned
+
+        return load_tuned(self.hparams, self.dataset, self.arch, self.stream, self.method) if self.hparams else None
+
+    def resolved_method_args(self) -> dict:
+        """The method's arguments: tuned values (with `hparams`), overridden by those given explicitly."""
+        tuned = self.tuned()
+        return {**(tuned["hparams"] if tuned else {}), **self.method_args}
+
     @property
     def store_dir(self) -> Path:
         return self.store if self.store is not None else self.out / "store"
@@ -200,6 +219,13 @@ class RunConfig:
             identity["arch_args"] = arch_args
         if self.guards:  # only when used, so unguarded runs keep their names; a list, since order matters
             identity["guards"] = [{name: self.resolved_guard_args(name)} for name in self.guards]
+        tuned = self.tuned()
+        if tuned:  # likewise only when used: where the hyperparameters came from
+            from unlearnbench.hparams import marker
+
+            identity["tuned"] = marker(tuned["provenance"])
+        if self.split != "test":
+            identity["split"] = self.split
         return json.loads(json.dumps(identity, default=str))
 
     def run_path(self, identity: dict) -> Path:
@@ -207,7 +233,10 @@ class RunConfig:
         if self.run_dir is not None:
             return self.run_dir
         digest = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:8]
-        name = f"{'+'.join([self.method, *self.guards])}-{self.stream}-{self.dataset}-{self.arch}-T{self.requests}-seed{self.seed}-{digest}"
+        tags = "".join(
+            f"-{tag}" for tag, used in (("tuned", self.hparams), ("validation", self.split != "test")) if used
+        )
+        name = f"{'+'.join([self.method, *self.guards])}{tags}-{self.stream}-{self.dataset}-{self.arch}-T{self.requests}-seed{self.seed}-{digest}"
         return self.out / name
 
     def _validate_guards(self) -> None:

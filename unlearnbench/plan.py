@@ -43,6 +43,7 @@ COMMON_KEYS = {
     "save_logits",
     "logger",
     "guards",
+    "hparams",
 } | HARDWARE_KEYS
 STREAM_KEYS = {"stream", "size", "requests"}
 #: Mappings a setting merges key by key into `common`'s instead of replacing them.
@@ -223,8 +224,9 @@ def suite_grid(suite: dict, out: Path | None = None, logger: str | None = None) 
         run_keys = {key: value for key, value in setting.items() if key not in HARDWARE_KEYS}
         if logger is not None:
             run_keys["logger"] = logger
-        if run_keys.get("data_dir") is not None:
-            run_keys["data_dir"] = Path(run_keys["data_dir"])
+        for key in ("data_dir", "hparams"):
+            if run_keys.get(key) is not None:
+                run_keys[key] = Path(run_keys[key])
         for s, stream in enumerate(streams, start=1):
             for seed in seeds:
                 for m, entry in enumerate(methods, start=1):
@@ -324,7 +326,7 @@ def resolve_run(config: RunConfig) -> tuple[dict, Path]:
     config.validate()  # names, numbers, hardware and, for datasets of known size, the stream's sizes
     method_class = METHODS.get(config.method)
     try:
-        method = method_class(**config.method_args)
+        method = method_class(**config.resolved_method_args())
     except (TypeError, ValueError) as error:
         raise ConfigError(f"invalid arguments for method {config.method!r}: {error}") from error
     recipe = _recipe(config)

@@ -45,6 +45,11 @@ class UntrustedCheckpointError(DamagedFileError):
     """A checkpoint that is not plain tensors: refused, never unpickled."""
 
 
+def _initialization_leftover(name: str) -> bool:
+    """A file `initialize` writes before config.yaml, or a temp file of an interrupted atomic write."""
+    return name in ("manifest.json", "labels.npz") or (name.startswith(".") and name.endswith(".tmp"))
+
+
 class RunDirectory:
     def __init__(self, path: Path):
         self.path = Path(path)
@@ -59,7 +64,8 @@ class RunDirectory:
         if self.path.exists() and not self.path.is_dir():
             raise RunDirectoryMismatchError(f"{self.path} exists and is not a directory")
         if not config_path.exists():
-            if self.path.exists() and any(p.name != LOCK_FILE for p in self.path.iterdir()):
+            # `initialize` writes config.yaml last: a run killed before it leaves only these, rewritten on resume
+            if self.path.exists() and any(not _initialization_leftover(p.name) for p in self.path.iterdir()):
                 raise RunDirectoryMismatchError(f"{self.path} is not empty and holds no run; choose another folder")
             return
         try:

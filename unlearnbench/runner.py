@@ -26,6 +26,7 @@ from unlearnbench.config import ConfigError, RunConfig
 from unlearnbench.console import Reporter
 from unlearnbench.data.base import DatasetError
 from unlearnbench.data.cache import DatasetCache
+from unlearnbench.data.validation import validation_view
 from unlearnbench.divergence import DivergenceMonitor
 from unlearnbench.evaluation.evaluator import EvalLogits, compute_logits
 from unlearnbench.evaluation.geometry import GeometryRecorder
@@ -86,12 +87,14 @@ class Runner:
             )
         except DatasetError as error:
             raise ConfigError(str(error)) from error
+        if config.split == "validation":  # tuning: the test split is not even in memory for this run
+            self.dataset = validation_view(self.dataset)
         try:
             self.stream = RequestStream(self.dataset, config.stream, config.requests, config.size, config.seed)
         except StreamError as error:
             raise ConfigError(str(error)) from error
         try:
-            self.method: UnlearningMethod = METHODS.get(config.method)(**config.method_args)
+            self.method: UnlearningMethod = METHODS.get(config.method)(**config.resolved_method_args())
         except (TypeError, ValueError) as error:
             raise ConfigError(f"invalid arguments for method {config.method!r}: {error}") from error
         try:  # plasticity guards: callbacks of every unlearning fit, their state saved with the method's
@@ -155,7 +158,7 @@ class Runner:
         """The model trained from scratch on train minus `excluded`, from the store or trained now."""
         arch_args = check_arch_args(self.config.arch, self.config.arch_args)
         spec = ModelSpec(
-            self.config.dataset,
+            self.config.dataset if self.config.split == "test" else f"{self.config.dataset}:{self.config.split}",
             self.config.arch,
             self.recipe.as_dict(),
             self.config.seed,

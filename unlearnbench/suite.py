@@ -18,11 +18,13 @@ common:                    # any `unlearnbench run` option, for every cell
   oracle: retrain
   recipe: {epochs: 10}
   logger: csv              # csv | wandb | none
+  hparams: null            # folder of `unlearnbench tune` files: each method starts from its tuned values
   accelerator: auto        # hardware: accelerator, devices, strategy, num_nodes, precision
 settings:                  # default: one setting, `common` itself
   - {dataset: cifar100, arch: vgg16_bn}    # the keys of `common`, overriding it for this part
   - {dataset: digits, recipe: {lr: 0.1}}   # of the grid; `recipe`, `dataset_args`, `arch_args` merge key by key
   - {guards: [orthogonal]}                 # plasticity guards for every method of the setting: names or {name: {arguments}}
+  - {hparams: tuned/cpu}                   # the same grid with tuned values: default and tuned rows side by side
 methods:                   # a name, or {name: {hyperparameters}}; a name may appear twice
   - finetune
   - ga: {epochs: 3, lr: 0.005}

@@ -113,7 +113,9 @@ class ImageSplit:
         return ImageSplit(self.images.to(device), self.labels.to(device))
 
     def subset(self, indices: Tensor) -> ImageSplit:
-        return ImageSplit(self.images[indices], self.labels[indices])
+        """The samples at `indices`, in that order (the validation view of a train split)."""
+        index = torch.as_tensor(indices, dtype=torch.long, device=self.labels.device)
+        return ImageSplit(self.images[index], self.labels[index])
 
     def content_sample(self, count: int = 256) -> bytes:
         """The bytes of `count` evenly spaced images: enough to tell two datasets apart, cheap to hash."""

@@ -65,7 +65,9 @@ class FolderSplit:
         return self  # images are decoded per batch; labels stay on the CPU
 
     def subset(self, indices: Tensor) -> FolderSplit:
-        return FolderSplit(self.files[indices.cpu().numpy()], self.labels[indices])
+        """The files at `indices`, in that order (the validation view of a train split)."""
+        index = torch.as_tensor(indices, dtype=torch.long)
+        return FolderSplit(self.files[index.numpy()], self.labels[index])
 
     def content_sample(self) -> bytes:
         """The whole file list: two folders, or a file added to one, never look alike."""

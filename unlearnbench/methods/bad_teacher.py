@@ -10,6 +10,7 @@ from unlearnbench.data.base import Batch
 from unlearnbench.methods.base import UnlearningMethod
 from unlearnbench.methods.distill import Teacher, reinitialized
 from unlearnbench.registry import METHODS
+from unlearnbench.search_space import Float, Int, space
 from unlearnbench.streams.base import StreamView, UnlearningRequest
 from unlearnbench.streams.batches import BatchMode
 
@@ -29,6 +30,12 @@ class BadTeacher(UnlearningMethod):
     """
 
     batch_mode = BatchMode.MIXED
+    search_space = space(
+        lr=Float(1e-5, 1e-2, log=True),
+        epochs=Int(1, 5),
+        retain_fraction=Float(0.05, 1.0),
+        temperature=Float(0.5, 8.0, log=True),
+    )
 
     def __init__(
         self,

@@ -10,7 +10,7 @@ and the runner treats every method the same way.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import ClassVar
 
 import lightning as L
@@ -19,6 +19,7 @@ from torch import Tensor, nn
 
 from unlearnbench.data.base import Batch
 from unlearnbench.errors import ConfigError
+from unlearnbench.search_space import Distribution
 from unlearnbench.streams.base import StreamView, UnlearningRequest
 from unlearnbench.streams.batches import BatchMode
 
@@ -36,6 +37,9 @@ class UnlearningMethod(L.LightningModule):
     #: The stream kinds the method serves (None: every kind); a run on another kind is refused, as bad
     #: input, before any data is loaded (UNSIR learns noise per forgotten class: class-wise only).
     streams: ClassVar[tuple[str, ...] | None] = None
+    #: What `unlearnbench tune` may vary: `__init__` argument -> a `search_space` record (Float, Int,
+    #: Categorical). Every registered method declares one; the registry-wide test refuses a method without.
+    search_space: ClassVar[Mapping[str, Distribution] | None] = None
 
     def __init__(
         self,

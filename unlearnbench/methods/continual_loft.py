@@ -10,6 +10,7 @@ from torch import Tensor
 from unlearnbench.methods.loft import LOFT
 from unlearnbench.methods.subspace import Moments, pooled
 from unlearnbench.registry import METHODS
+from unlearnbench.search_space import Categorical, Float, space
 
 
 @METHODS.register("continual_loft")
@@ -26,6 +27,10 @@ class ContinualLOFT(LOFT):
     `variance`, or `s`) and kept, since U_t starts from U_{t−1}. The paper reports a 4-round
     continual experiment without a public driver; this objective is ours.
     """
+
+    search_space = space(
+        LOFT.search_space, history=Categorical(("pooled", "weighted")), lambda_hist=Float(0.1, 10.0, log=True)
+    )
 
     def __init__(
         self,

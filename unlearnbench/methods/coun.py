@@ -9,6 +9,7 @@ from torch import Tensor
 from unlearnbench.data.base import Batch, InMemoryLoader
 from unlearnbench.methods.base import UnlearningMethod
 from unlearnbench.registry import METHODS
+from unlearnbench.search_space import GRADIENT_SPACE, Float, space
 from unlearnbench.streams.base import StreamView, UnlearningRequest
 from unlearnbench.streams.batches import BatchMode
 
@@ -36,6 +37,9 @@ class CoUn(UnlearningMethod):
     """
 
     batch_mode = BatchMode.RETAIN
+    search_space = space(
+        GRADIENT_SPACE, temperature=Float(0.05, 1.0, log=True), contrastive_weight=Float(0.01, 10.0, log=True)
+    )
 
     def __init__(
         self,

@@ -10,6 +10,7 @@ from unlearnbench.data.base import Batch
 from unlearnbench.methods.base import random_labels
 from unlearnbench.methods.coun import CoUn
 from unlearnbench.registry import METHODS
+from unlearnbench.search_space import Categorical, space
 from unlearnbench.streams.batches import BatchMode
 
 
@@ -24,6 +25,7 @@ class CoUnRL(CoUn):
     """
 
     batch_mode = BatchMode.MIXED
+    search_space = space(CoUn.search_space, exclude_true=Categorical((False, True)))
 
     def __init__(
         self,

@@ -9,6 +9,7 @@ from unlearnbench.data.base import Batch
 from unlearnbench.methods.base import UnlearningMethod
 from unlearnbench.methods.distill import Teacher
 from unlearnbench.registry import METHODS
+from unlearnbench.search_space import Float, Int, space
 from unlearnbench.streams.base import StreamView, UnlearningRequest
 from unlearnbench.streams.batches import BatchMode
 
@@ -33,6 +34,7 @@ class Delete(UnlearningMethod):
     """
 
     batch_mode = BatchMode.FORGET
+    search_space = space(lr=Float(1e-4, 1e-1, log=True), epochs=Int(1, 20))
 
     def __init__(
         self,

@@ -8,6 +8,7 @@ from torch import Tensor
 from unlearnbench.data.base import Batch
 from unlearnbench.methods.base import UnlearningMethod
 from unlearnbench.registry import METHODS
+from unlearnbench.search_space import GRADIENT_SPACE, space
 from unlearnbench.streams.batches import BatchMode
 
 
@@ -20,6 +21,7 @@ class FineTune(UnlearningMethod):
     """
 
     batch_mode = BatchMode.RETAIN
+    search_space = space(GRADIENT_SPACE)
 
     def __init__(
         self,

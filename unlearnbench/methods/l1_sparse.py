@@ -9,6 +9,7 @@ from torch import Tensor
 from unlearnbench.data.base import Batch
 from unlearnbench.methods.base import UnlearningMethod
 from unlearnbench.registry import METHODS
+from unlearnbench.search_space import GRADIENT_SPACE, Float, space
 from unlearnbench.streams.batches import BatchMode
 
 
@@ -28,6 +29,7 @@ class L1Sparse(UnlearningMethod):
     """
 
     batch_mode = BatchMode.RETAIN
+    search_space = space(GRADIENT_SPACE, alpha=Float(1e-6, 1e-2, log=True))
 
     def __init__(
         self,

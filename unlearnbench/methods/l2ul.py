@@ -9,6 +9,7 @@ from torch import Tensor, nn
 from unlearnbench.data.base import Batch
 from unlearnbench.methods.base import UnlearningMethod, random_labels
 from unlearnbench.registry import METHODS
+from unlearnbench.search_space import GRADIENT_SPACE, Float, space
 from unlearnbench.streams.base import StreamView, UnlearningRequest
 from unlearnbench.streams.batches import BatchMode
 
@@ -71,6 +72,7 @@ class L2UL(UnlearningMethod):
     """
 
     batch_mode = BatchMode.FORGET
+    search_space = space(GRADIENT_SPACE, reg_lambda=Float(0.01, 10.0, log=True))
 
     def __init__(
         self,

@@ -18,6 +18,7 @@ from unlearnbench.methods.subspace import (
     top_eigenvectors,
 )
 from unlearnbench.registry import METHODS
+from unlearnbench.search_space import Float, Int, space
 from unlearnbench.streams.base import StreamView, UnlearningRequest
 
 
@@ -36,6 +37,7 @@ class LOFT(UnlearningMethod):
     """
 
     trains_by_gradient = False
+    search_space = space(lr=Float(1e-3, 0.5, log=True), steps=Int(50, 400, log=True), variance=Float(0.5, 0.99))
 
     def __init__(
         self,

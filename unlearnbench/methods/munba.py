@@ -9,6 +9,7 @@ from torch import Tensor
 from unlearnbench.data.base import Batch
 from unlearnbench.methods.base import UnlearningMethod, random_labels
 from unlearnbench.registry import METHODS
+from unlearnbench.search_space import GRADIENT_SPACE, Categorical, Float, space
 from unlearnbench.streams.base import StreamView, UnlearningRequest
 from unlearnbench.streams.batches import BatchMode
 
@@ -51,6 +52,7 @@ class MUNBa(UnlearningMethod):
     """
 
     batch_mode = BatchMode.PAIRED
+    search_space = space(GRADIENT_SPACE, clip=Float(0.1, 10.0, log=True), cycle_forget=Categorical((True, False)))
 
     def __init__(
         self,

@@ -8,6 +8,7 @@ from torch import Tensor
 from unlearnbench.data.base import Batch
 from unlearnbench.methods.base import UnlearningMethod
 from unlearnbench.registry import METHODS
+from unlearnbench.search_space import GRADIENT_SPACE, Float, space
 from unlearnbench.streams.batches import BatchMode
 
 
@@ -21,6 +22,7 @@ class NegGradPlus(UnlearningMethod):
     """
 
     batch_mode = BatchMode.PAIRED
+    search_space = space(GRADIENT_SPACE, alpha=Float(0.5, 0.9999))
 
     def __init__(
         self,

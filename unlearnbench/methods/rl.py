@@ -9,6 +9,7 @@ from torch import Tensor
 from unlearnbench.data.base import Batch
 from unlearnbench.methods.base import UnlearningMethod, random_labels
 from unlearnbench.registry import METHODS
+from unlearnbench.search_space import GRADIENT_SPACE, Categorical, space
 from unlearnbench.streams.batches import BatchMode
 
 
@@ -23,6 +24,7 @@ class RandomLabel(UnlearningMethod):
     """
 
     batch_mode = BatchMode.MIXED
+    search_space = space(GRADIENT_SPACE, exclude_true=Categorical((False, True)))
 
     def __init__(
         self,

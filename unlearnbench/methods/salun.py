@@ -7,6 +7,7 @@ import torch.nn.functional as F
 
 from unlearnbench.methods.rl import RandomLabel
 from unlearnbench.registry import METHODS
+from unlearnbench.search_space import Float, space
 from unlearnbench.streams.base import StreamView, UnlearningRequest
 
 
@@ -21,6 +22,8 @@ class SalUn(RandomLabel):
     weights are restored and their momentum zeroed after every step, so they and their optimizer
     state stay exactly fixed.
     """
+
+    search_space = space(RandomLabel.search_space, ratio=Float(0.1, 0.9))
 
     def __init__(
         self,

@@ -9,6 +9,7 @@ from unlearnbench.data.base import Batch
 from unlearnbench.methods.base import UnlearningMethod
 from unlearnbench.methods.distill import Teacher, distill_kl
 from unlearnbench.registry import METHODS
+from unlearnbench.search_space import GRADIENT_SPACE, Float, Int, space
 from unlearnbench.streams.base import StreamView, UnlearningRequest
 from unlearnbench.streams.batches import BatchMode
 
@@ -30,6 +31,14 @@ class SCRUB(UnlearningMethod):
     """
 
     batch_mode = BatchMode.PAIRED
+    search_space = space(
+        GRADIENT_SPACE,
+        epochs=Int(1, 5),
+        msteps=Int(1, 5),
+        temperature=Float(1.0, 8.0, log=True),
+        gamma=Float(0.1, 1.0),
+        alpha=Float(1e-4, 1.0, log=True),
+    )
 
     def __init__(
         self,

@@ -11,6 +11,7 @@ from torch import Tensor, nn
 from unlearnbench.data.base import Batch
 from unlearnbench.methods.base import UnlearningMethod
 from unlearnbench.registry import METHODS
+from unlearnbench.search_space import Float, space
 from unlearnbench.streams.base import StreamView, UnlearningRequest
 
 
@@ -57,6 +58,7 @@ class SSD(UnlearningMethod):
     trains_by_gradient = False
     #: (model, batches) -> importance per parameter name; LFSSD swaps in a label-free one
     importance = staticmethod(importances)
+    search_space = space(alpha=Float(0.1, 100.0, log=True), lam=Float(0.1, 10.0, log=True))
 
     def __init__(self, alpha: float = 10.0, lam: float = 1.0, batch_size: int = 64, epochs: int = 0):
         super().__init__(epochs=epochs, batch_size=batch_size)

@@ -262,7 +262,10 @@ def collect_runs(runs_dir: Path) -> list[RunRecord]:
         seen.add(real)
         subfolders.sort()
         if "config.yaml" in files and _is_run_config(Path(folder) / "config.yaml"):
-            runs.append(read_run(Path(folder)))
+            run = read_run(Path(folder))
+            # runs on a validation split (tune trials) chose hyperparameters: never reported as held out
+            if run.identity.get("split", "test") == "test":
+                runs.append(run)
     return sorted(runs, key=lambda run: str(run.path))
 
 
@@ -404,7 +407,9 @@ def build_groups(runs: list[RunRecord]) -> list[Group]:
 def _build_group(key: tuple, title: str, runs: list[RunRecord]) -> Group:
     variants: dict[tuple[str, str], list[RunRecord]] = {}
     for run in sorted(runs, key=lambda r: (r.identity.get("method"), r.identity.get("seed", 0), str(r.path))):
-        variants.setdefault((_variant_name(run.identity), _variant_key(run.identity)), []).append(run)
+        # a tuned run is its own row, labelled as such, beside the method's default row
+        name = _variant_name(run.identity) + (" (tuned)" if run.identity.get("tuned") else "")
+        variants.setdefault((name, _variant_key(run.identity)), []).append(run)
     names = [name for name, _ in variants]
     entries = []
     for (name, variant), method_runs in variants.items():

@@ -1,0 +1,371 @@
+"""`unlearnbench tune`: search spaces, the validation stream, the study's storage, tuned runs."""
+
+from __future__ import annotations
+
+import inspect
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+import typing
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import optuna
+import pytest
+import torch
+import yaml
+from optuna.trial import TrialState
+
+from tests.conftest import FAST_RECIPE, run_tiny
+from unlearnbench.cli import main
+from unlearnbench.config import Hardware, RunConfig
+from unlearnbench.data.base import ImageSplit
+from unlearnbench.data.cache import DatasetCache
+from unlearnbench.data.validation import VALIDATION_FRACTION, validation_indices, validation_view
+from unlearnbench.hparams import hparams_path
+from unlearnbench.registry import METHODS
+from unlearnbench.report.leaderboard import build_leaderboard
+from unlearnbench.rundir import RunDirectory, RunDirectoryMismatchError
+from unlearnbench.runner import Runner
+from unlearnbench.search_space import GRADIENT_SPACE, Categorical, Float, Int, space
+from unlearnbench.suite import load_suite
+from unlearnbench.tune import WORST_GAP, TuneSpec, make_objective, objective_values, redacted, suite_specs
+
+ROOT = Path(__file__).resolve().parent.parent
+#: Arguments that span decades: their ranges must be sampled on a log scale.
+LOG_SCALED = ("lr", "weight_decay")
+
+
+def _accepts(annotation, distribution) -> bool:
+    """The record's type fits the argument's annotation (float <- Float, int <- Int, bool/Literal <- Categorical)."""
+    if isinstance(annotation, str):
+        annotation = eval(annotation, vars(typing))  # postponed annotations of `from __future__ import annotations`
+    if isinstance(distribution, Categorical):
+        if annotation is bool:
+            return set(distribution.choices) <= {False, True}
+        return typing.get_origin(annotation) is typing.Literal and set(distribution.choices) <= set(
+            typing.get_args(annotation)
+        )
+    return annotation is (float if isinstance(distribution, Float) else int)
+
+
+def check_search_space(method: str, cls) -> None:
+    assert cls.search_space, f"method {method!r} declares no search_space (see unlearnbench/search_space.py)"
+    parameters = inspect.signature(cls).parameters
+    for name, distribution in cls.search_space.items():
+        assert name in parameters, f"{method}: {name} is not an argument of the method"
+        assert isinstance(distribution, Float | Int | Categorical)
+        assert _accepts(parameters[name].annotation, distribution), (method, name, parameters[name].annotation)
+        assert distribution.contains(parameters[name].default), f"{method}: default {name} outside its range"
+        if name in LOG_SCALED:
+            assert distribution.log, f"{method}: {name} spans decades and must be log-scaled"
+
+
+@pytest.mark.parametrize("method", METHODS.names())
+def test_every_method_declares_a_typed_search_space_around_its_defaults(method):
+    check_search_space(method, METHODS.get(method))
+
+
+@pytest.mark.parametrize("method", METHODS.names())
+def test_every_point_of_a_search_space_builds_the_method(method):
+    cls = METHODS.get(method)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    for _ in range(3):
+        trial = study.ask()
+        values = {name: d.suggest(trial, name) for name, d in cls.search_space.items()}
+        built = cls(**values)
+        for name, value in values.items():
+            assert built.hparams[name] == value
+            assert cls.search_space[name].contains(value)
+        study.tell(trial, 0.0)
+
+
+def test_a_method_without_a_space_fails_the_registry_test():
+    class Bare(METHODS.get("finetune")):
+        search_space = None
+
+    with pytest.raises(AssertionError, match="declares no search_space"):
+        check_search_space("bare", Bare)
+
+    class Linear(METHODS.get("finetune")):
+        search_space = space(GRADIENT_SPACE, lr=Float(1e-4, 1e-1))
+
+    with pytest.raises(AssertionError, match="log-scaled"):
+        check_search_space("linear", Linear)
+
+
+def test_epoch_cap_lowers_only_the_upper_end():
+    assert Int(1, 10).capped(6) == Int(1, 6)
+    assert Int(3, 10).capped(2) == Int(2, 2)
+    assert Int(1, 4).capped(6) == Int(1, 4)
+
+
+# ------------------------------------------------------------------------------------ the study and its runs
+
+
+# A tuning command small enough for a test: one tuning stream of 2 requests, 1-epoch pretraining and oracles.
+def tune_argv(out: Path, trials: int, *extra: str) -> list[str]:
+    return [
+        "tune", "--method", "finetune", "--requests", "2", "--trials", str(trials), "--tune-seeds", "100",
+        "--recipe", '{"epochs": 1, "batch_size": 128, "lr": 0.1}', "--out", str(out), "--heartbeat", "1",
+        "--accelerator", "cpu", "--quiet", *extra,
+    ]  # fmt: skip
+
+
+def study_trials(out: Path) -> list:
+    (summary,) = optuna.get_all_study_summaries(f"sqlite:///{out / 'studies.db'}")
+    return optuna.load_study(study_name=summary.study_name, storage=f"sqlite:///{out / 'studies.db'}").trials
+
+
+def finished(trials: list) -> list:
+    return [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
+
+
+def cli_process(argv: list[str]) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "unlearnbench.cli", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+@pytest.mark.slow
+def test_a_killed_tune_resumes_its_study_with_the_same_command(tmp_path):
+    out = tmp_path / "tuned"
+    argv = tune_argv(out, 3)
+    worker = cli_process(argv)
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline:  # kill it in the middle of its second trial
+        time.sleep(1)
+        if (out / "studies.db").exists():
+            trials = study_trials(out)
+            if len(finished(trials)) == 1 and any(t.state == TrialState.RUNNING for t in trials):
+                time.sleep(2)  # into the trial's runs
+                break
+    os.kill(worker.pid, signal.SIGKILL)
+    worker.wait()
+    killed = [t for t in study_trials(out) if t.state == TrialState.RUNNING]
+    assert len(killed) == 1
+
+    resumed = subprocess.run([sys.executable, "-m", "unlearnbench.cli", *argv], capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout == "" and resumed.stderr == ""  # --quiet
+    trials = study_trials(out)  # one study: the same command found it again
+    assert len(finished(trials)) == 3
+    (stale,) = [t for t in trials if t.number == killed[0].number]
+    assert stale.state == TrialState.FAIL  # failed once its heartbeat went stale, then retried with its values
+    assert any(t.params == stale.params and t.number > stale.number for t in finished(trials))
+    tuned = yaml.safe_load((out / "digits-smallcnn-classwise-finetune.yaml").read_text())
+    assert tuned["provenance"]["trials"] == 3 and tuned["provenance"]["complete"] + tuned["provenance"]["pruned"] == 3
+    assert tuned["provenance"]["budget"] == {"trials": 3, "epochs_cap": 1, "recipe_epochs": 1, "epoch_fraction": 0.2}
+    assert tuned["hparams"]["epochs"] == 1  # capped at ceil(20%) of the 1-epoch recipe
+
+
+@pytest.mark.slow
+def test_two_workers_on_one_sqlite_study_run_distinct_trials_and_the_exact_budget(tmp_path):
+    out = tmp_path / "tuned"
+    workers = [cli_process(tune_argv(out, 4)) for _ in range(2)]
+    for worker in workers:
+        _, err = worker.communicate(timeout=1800)
+        assert worker.returncode == 0, err
+    trials = study_trials(out)
+    evaluated = finished(trials)
+    assert len(evaluated) == 4  # the budget, not 4 per worker
+    assert len({t.number for t in evaluated}) == 4
+    workers_seen = {t.user_attrs["worker"] for t in evaluated}
+    assert len(workers_seen) == 2, workers_seen  # both worked, each on its own trials
+    refused = [t for t in trials if t.user_attrs.get("over_budget")]
+    assert all(t.state == TrialState.FAIL for t in refused)
+
+
+# ------------------------------------------------------------------------ what the objective may read
+
+
+class PoisonedTest(DatasetCache):
+    """Datasets whose test split is garbage: shuffled labels and noise images."""
+
+    def load(self, *args, **kwargs):
+        dataset = super().load(*args, **kwargs)
+        generator = torch.Generator().manual_seed(0)
+        labels = dataset.test.labels[torch.randperm(len(dataset.test), generator=generator)]
+        images = torch.randint(0, 256, dataset.test.images.shape, generator=generator, dtype=torch.uint8)
+        return replace(dataset, test=ImageSplit(images, labels))
+
+
+def small_spec(out: Path, store: Path, **overrides) -> TuneSpec:
+    values = {"requests": 2, "trials": 1, "tune_seeds": (100,), "recipe": dict(FAST_RECIPE), "out": out, "store": store}
+    return TuneSpec(method="finetune", hardware=Hardware(accelerator="cpu"), **(values | overrides))
+
+
+def evaluate_once(spec: TuneSpec, datasets: DatasetCache, params: dict) -> float:
+    study = optuna.create_study()
+    study.enqueue_trial(params)
+    return make_objective(spec, datasets)(study.ask())
+
+
+def test_the_objective_never_reads_the_test_split(tmp_path, shared_store):
+    params = {"lr": 0.02, "epochs": 1, "weight_decay": 5e-4}
+    clean = evaluate_once(small_spec(tmp_path / "a", shared_store), DatasetCache(), params)
+    poisoned = evaluate_once(small_spec(tmp_path / "b", shared_store), PoisonedTest(), params)
+    assert math.isfinite(clean) and clean > 0
+    assert poisoned == clean
+
+
+def test_the_validation_view_holds_out_part_of_train_and_no_test_sample(digits):
+    view = validation_view(digits)
+    held = validation_indices(digits.train.labels.numpy())
+    assert len(view.train) + len(view.test) == len(digits.train)
+    assert torch.equal(view.test.labels, digits.train.labels[torch.as_tensor(held)])
+    assert torch.equal(view.test.images, digits.train.images[torch.as_tensor(held)])
+    counts = np.bincount(view.test.labels.numpy(), minlength=10) / np.bincount(digits.train.labels.numpy())
+    assert np.allclose(counts, VALIDATION_FRACTION, atol=0.02)  # stratified: every class keeps 20% aside
+
+
+def test_objective_values_mean_final_diverged_and_two_sides():
+    oracle = {"forget_acc": 0.0, "retain_acc": 100.0, "test_acc": 90.0, "mia_member_rate": 0.0}
+    rows = [
+        {"t": 1, "status": "ok", "method": {**oracle, "forget_acc": 40.0}, "oracle": oracle},
+        {"t": 2, "status": "ok", "method": {**oracle, "retain_acc": 80.0}, "oracle": oracle},
+    ]
+    assert objective_values([rows], "mean_gap", multi=False) == pytest.approx((10.0 + 5.0) / 2)
+    assert objective_values([rows], "final_gap", multi=False) == pytest.approx(5.0)
+    assert objective_values([rows, rows[:1]], "final_gap", multi=False) == pytest.approx((5.0 + 10.0) / 2)
+    forget_side, utility_side = objective_values([rows], "mean_gap", multi=True)
+    assert forget_side == pytest.approx((20.0 + 0.0) / 2) and utility_side == pytest.approx((0.0 + 10.0) / 2)
+    diverged = [rows[0], {"t": 2, "status": "diverged", "method": {}, "oracle": None}]
+    assert objective_values([diverged], "final_gap", multi=False) == WORST_GAP
+
+
+# ----------------------------------------------------------------------------- tuned runs and reports
+
+
+def write_tuned(folder: Path, hparams: dict, method: str = "finetune") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = hparams_path(folder, "digits", "smallcnn", "classwise", method)
+    provenance = {"study": "s-1", "objective": "mean_gap", "sampler": "tpe", "trials": 3, "best_value": 1.5}
+    path.write_text(
+        yaml.safe_dump({"method": method, "hparams": hparams, "provenance": provenance | {"tune_seeds": [100]}})
+    )
+    return folder
+
+
+def finetune_config(out: Path, store: Path, method_args: dict, hparams: Path | None = None) -> RunConfig:
+    return RunConfig(
+        "finetune", requests=2, recipe=dict(FAST_RECIPE), out=out, store=store, method_args=method_args, hparams=hparams
+    )
+
+
+def test_hparams_loading_marks_the_identity_and_explicit_values_win(tmp_path, shared_store):
+    folder = write_tuned(tmp_path / "tuned", {"lr": 0.037, "epochs": 1})
+    tuned = Runner(finetune_config(tmp_path, shared_store, {}, folder))
+    assert tuned.method.hparams["lr"] == 0.037 and tuned.method.hparams["epochs"] == 1
+    assert tuned.identity["tuned"] == {
+        "study": "s-1", "objective": "mean_gap", "sampler": "tpe", "trials": 3, "best_value": 1.5, "tune_seeds": [100]
+    }  # fmt: skip
+    assert "-tuned-" in tuned.run_dir.path.name
+    explicit = Runner(finetune_config(tmp_path, shared_store, {"lr": 0.5}, folder))
+    assert explicit.method.hparams["lr"] == 0.5 and explicit.method.hparams["epochs"] == 1
+    default = Runner(finetune_config(tmp_path, shared_store, {}))
+    assert "tuned" not in default.identity and default.run_dir.path != tuned.run_dir.path
+
+
+def test_cli_hparams_sets_the_methods_defaults(tmp_path, monkeypatch):
+    folder = write_tuned(tmp_path / "tuned", {"lr": 0.037, "epochs": 1})
+    seen = {}
+
+    def fake_run(self):
+        seen["hparams"], seen["identity"] = dict(self.method.hparams), self.identity
+        raise SystemExit(0)
+
+    monkeypatch.setattr(Runner, "run", fake_run)
+    with pytest.raises(SystemExit):
+        main(
+            ["run", "--method", "finetune", "--hparams", str(folder), "--finetune.epochs", "2", "--out", str(tmp_path)]
+        )
+    assert seen["hparams"]["lr"] == 0.037 and seen["hparams"]["epochs"] == 2  # tuned value; the explicit one wins
+    assert seen["identity"]["tuned"]["study"] == "s-1"
+
+
+def test_tuning_runs_never_enter_a_leaderboard_and_tuned_rows_sit_beside_default_ones(tmp_path, shared_store):
+    runs = tmp_path / "runs"
+    folder = write_tuned(tmp_path / "tuned", {"lr": 0.03, "epochs": 1})
+    run_tiny(runs, shared_store, "finetune", method_args={"epochs": 1})
+    run_tiny(runs, shared_store, "finetune", method_args={}, hparams=folder)
+    validation = run_tiny(runs, shared_store, "finetune", method_args={"epochs": 1}, seed=100, split="validation")
+    assert (validation.run_dir / "metrics.jsonl").exists()
+    board = build_leaderboard(runs, plots=False)
+    (group,) = board.groups
+    assert sorted(entry.label for entry in group.entries) == ["finetune", "finetune (tuned)"]
+    assert all(run.identity["seed"] == 0 for entry in group.entries for run in entry.runs)
+    assert {run["seed"] for run in board.provenance["runs"]} == {0}
+    assert "seed100" not in board.files["csv"].read_text() and "validation" not in board.files["md"].read_text()
+
+
+# ------------------------------------------------------------------------------------------ bad input
+
+BAD_TUNE_INPUT = [
+    (["--method", "nope"], "unknown method 'nope'"),
+    (["--method", "ga", "--tune-seeds", "1,100"], "tuning seed(s) [1] are evaluation seeds"),
+    (["--method", "ga", "--sampler", "grid"], "unknown sampler 'grid'; choose one of: tpe, nsga2"),
+    (["--method", "ga", "--objective", "test_acc"], "unknown objective 'test_acc'"),
+    (["--method", "ga", "--trials", "0"], "--trials must be at least 1"),
+    (["--method", "ga", "--requests", "10"], "requests x size < 10 classes"),
+    (["--method", "ga", "--storage", "studies.db"], "--storage must be a database URL"),
+    (["--method", "ga", "--recipe", '{"epochz": 1}'], "unknown recipe key(s) epochz"),
+    (["--method", "ga", "--suite", "x.yaml"], "either --suite or --method"),
+    ([], "tune needs --method"),
+]
+
+
+@pytest.mark.parametrize(("argv", "message"), BAD_TUNE_INPUT, ids=[" ".join(a) for a, _ in BAD_TUNE_INPUT])
+def test_bad_tune_input_is_one_line_exit_2_nothing_written(argv, message, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["tune", *argv, "--out", str(tmp_path / "out")])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("unlearnbench: error: "), err
+    assert message in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_run_with_a_missing_tuned_file_is_one_line_exit_2(tmp_path, capsys):
+    (tmp_path / "tuned").mkdir()
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", "--method", "ga", "--hparams", str(tmp_path / "tuned"), "--out", str(tmp_path / "out")])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no tuned hyperparameters for ga on digits/smallcnn/classwise" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_storage_passwords_stay_out_of_the_tuned_file():
+    assert (
+        redacted("postgresql://bench:s3cret@db.example:5432/studies")
+        == "postgresql://bench:***@db.example:5432/studies"
+    )
+    assert redacted("sqlite:///tuned/studies.db") == "sqlite:///tuned/studies.db"
+
+
+def test_a_run_killed_while_initializing_its_directory_resumes_there(tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "manifest.json").write_text("{}")
+    (folder / ".config.yaml.x1.tmp").write_text("method: fin")
+    RunDirectory(folder).check({"method": "finetune"})  # leftovers of `initialize` before config.yaml
+    (folder / "notes.txt").write_text("mine")
+    with pytest.raises(RunDirectoryMismatchError, match="holds no run"):
+        RunDirectory(folder).check({"method": "finetune"})
+
+
+def test_the_cpu_tune_suite_covers_every_method_with_one_budget(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    specs = suite_specs(load_suite(ROOT / "benchmarks" / "tune_cpu.yaml"))
+    assert sorted(spec.method for spec in specs) == METHODS.names()  # `methods: all`: new methods join unasked
+    assert len({(spec.trials, spec.tune_seeds, spec.requests, spec.epoch_cap()) for spec in specs}) == 1
+    assert specs[0].epoch_cap() == 6  # ceil(20% of digits' 30 epochs)
+    for spec in specs:
+        spec.validate()
+    assert list(tmp_path.iterdir()) == []

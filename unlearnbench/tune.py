@@ -1,0 +1,612 @@
+"""`unlearnbench tune`: each method's hyperparameters chosen by Optuna on validation streams, with equal budgets.
+
+A trial is the method run by the ordinary `Runner` on the tuning seeds' streams over the
+dataset's validation view (`unlearnbench.data.validation`: the test split replaced by a held-out
+part of train), so the objective is computed from forget, retain and validation logits only;
+the test split is not loaded into the trial's dataset at all. The tuning seeds are refused if
+they overlap the evaluation seeds, and the leaderboard never reports validation runs, so the
+numbers a tuned method is reported with come from streams the tuning never saw.
+
+Objectives (lower is better): `mean_gap`, the Avg.Gap to the oracle averaged over every request
+of every tuning stream (the continual setting: a method must stay close to retraining along the
+whole stream, not only at its end); `final_gap`, the gap after the last request. With
+`--sampler nsga2` the study has two objectives, the forget-side gap (forget accuracy, MIA,
+forgotten classes' validation accuracy) and the utility-side gap (retain and validation
+accuracy), and the chosen trial is the Pareto-optimal one with the smallest sum. A request that
+diverges scores 100, the largest gap there is, so the sampler learns to avoid its region.
+
+Budget: every method gets the same number of trials (`--trials`), and its `epochs` range is
+capped at ⌈20%⌉ of the pretraining recipe's epochs, DeepUnlearn's rule (xcadet/deepunlearn,
+`munl/hpsearch/suggestor.py`, `get_num_epochs_suggestion`, at d3dacb6; DeepUnlearn runs 100 TPE
+trials per method, a single request each). Oracles and pretrained models of the tuning streams come from the model store, trained
+once and shared by every trial and every method tuned into the same store.
+
+The study lives in an RDB storage (SQLite in the tune directory unless `--storage` names a
+PostgreSQL/MySQL URL), with heartbeats: running the same command again resumes it; a trial whose
+worker was killed is failed once its heartbeat is stale and retried with the same values, and
+its run directory (named by those values) resumes at its first unfinished request. Trials are
+numbered by the storage, so two workers never evaluate the same trial, and a trial that would
+exceed the budget (counting every earlier trial that did not fail) is refused, so the budget is
+exact however many workers share the study.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import shutil
+import socket
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+
+import yaml
+
+from unlearnbench import __version__
+from unlearnbench.config import ConfigError, Hardware, RunConfig
+from unlearnbench.console import Reporter
+from unlearnbench.data.validation import VALIDATION_FRACTION
+from unlearnbench.evaluation.keys import GAP_KEYS
+from unlearnbench.hparams import hparams_path
+from unlearnbench.io import write_text_atomic
+from unlearnbench.registry import DATASETS, METHODS, STREAMS
+from unlearnbench.search_space import Distribution, Int, sample
+from unlearnbench.streams.base import StreamError
+from unlearnbench.training import Recipe
+
+#: Seeds of the reported runs (`run`'s default and the suites'): tuning streams must use others.
+EVALUATION_SEEDS = (0, 1, 2)
+DEFAULT_TUNE_SEEDS = (100, 101)
+#: The unlearning epochs cap as a fraction of the pretraining recipe's epochs (DeepUnlearn's rule).
+EPOCH_FRACTION = 0.2
+OBJECTIVES = ("mean_gap", "final_gap")
+SAMPLERS = ("tpe", "nsga2")
+PRUNERS = ("median", "none")
+#: The worst Avg.Gap possible (accuracies and member rates are percentages): a diverged request's score.
+WORST_GAP = 100.0
+FORGET_SIDE = ("forget_acc", "mia_member_rate", "forget_test_acc")
+UTILITY_SIDE = ("retain_acc", "test_acc")
+
+
+class OverBudgetError(Exception):
+    """The study already holds its budget of trials (finished or running): this one is not evaluated."""
+
+
+@dataclass
+class TuneSpec:
+    """One study: a method on one (dataset, arch, stream kind), and how it is tuned."""
+
+    method: str
+    stream: str = "classwise"
+    dataset: str = "digits"
+    arch: str = "smallcnn"
+    requests: int = 5
+    size: float | None = None
+    data_dir: Path | None = None
+    recipe: dict = field(default_factory=dict)
+    trials: int = 30
+    tune_seeds: tuple[int, ...] = DEFAULT_TUNE_SEEDS
+    objective: str = "mean_gap"
+    sampler: str = "tpe"
+    pruner: str = "median"
+    out: Path = Path("tuned")
+    storage: str | None = None
+    store: Path | None = None
+    heartbeat: int = 60
+    sampler_seed: int | None = None
+    hardware: Hardware = field(default_factory=Hardware)
+
+    def validate(self) -> None:
+        """Everything that can be checked without loading data; ConfigError (one line) otherwise."""
+        if self.method not in METHODS:
+            raise ConfigError(f"unknown method {self.method!r}; choose one of: {', '.join(METHODS.names())}")
+        if not METHODS.get(self.method).search_space:
+            raise ConfigError(f"method {self.method!r} declares no search_space; it cannot be tuned")
+        for name, value, choices in (
+            ("objective", self.objective, OBJECTIVES),
+            ("sampler", self.sampler, SAMPLERS),
+            ("pruner", self.pruner, PRUNERS),
+        ):
+            if value not in choices:
+                raise ConfigError(f"unknown {name} {value!r}; choose one of: {', '.join(choices)}")
+        if self.trials < 1:
+            raise ConfigError(f"--trials must be at least 1, got {self.trials}")
+        if self.heartbeat < 1:
+            raise ConfigError(f"--heartbeat must be at least 1 second, got {self.heartbeat}")
+        if not self.tune_seeds or len(set(self.tune_seeds)) != len(self.tune_seeds):
+            raise ConfigError(f"--tune-seeds must be distinct seeds, got {list(self.tune_seeds)}")
+        overlap = sorted(set(self.tune_seeds) & set(EVALUATION_SEEDS))
+        if overlap:
+            raise ConfigError(
+                f"tuning seed(s) {overlap} are evaluation seeds {list(EVALUATION_SEEDS)}: tuning on the streams "
+                f"that are reported would leak; choose others (default {list(DEFAULT_TUNE_SEEDS)})"
+            )
+        storage = self.storage_url
+        if "://" not in storage:
+            raise ConfigError(f"--storage must be a database URL (sqlite:///path, postgresql://...), got {storage!r}")
+        unknown = sorted(set(self.recipe) - {f.name for f in fields(Recipe)})
+        if unknown:  # before anything reads the recipe's epochs
+            raise ConfigError(
+                f"unknown recipe key(s) {', '.join(unknown)}; valid: {', '.join(f.name for f in fields(Recipe))}"
+            )
+        for seed in self.tune_seeds:
+            self.run_config(seed, {}).validate()  # names, output folders
+        known = getattr(DATASETS.get(self.dataset), "known_size", None)
+        if known is not None:  # the stream fits the validation view's train part (a folder dataset: when loaded)
+            size = STREAMS.get(self.stream).default_size if self.size is None else self.size
+            view_train = known.num_train - round(VALIDATION_FRACTION * known.num_train)
+            try:
+                STREAMS.get(self.stream)().validate(view_train, known.num_classes, self.requests, size)
+            except StreamError as error:
+                raise ConfigError(str(error)) from error
+
+    @property
+    def storage_url(self) -> str:
+        return self.storage or f"sqlite:///{(self.out / 'studies.db').resolve()}"
+
+    def recipe_epochs(self) -> int:
+        return replace(Recipe.for_setting(self.dataset, self.arch), **self.recipe).epochs
+
+    def epoch_cap(self) -> int:
+        return max(1, math.ceil(EPOCH_FRACTION * self.recipe_epochs()))
+
+    def space(self) -> dict[str, Distribution]:
+        """The method's declared space, its `epochs` range capped by the budget."""
+        space = dict(METHODS.get(self.method).search_space)
+        if isinstance(space.get("epochs"), Int):
+            space["epochs"] = space["epochs"].capped(self.epoch_cap())
+        return space
+
+    def study_name(self) -> str:
+        """Same command, same study (so it resumes); any setting the objective depends on changes the name."""
+        settings = {
+            "requests": self.requests,
+            "size": self.size,
+            "recipe": self.recipe,
+            "tune_seeds": list(self.tune_seeds),
+            "objective": self.objective,
+            "sampler": self.sampler,
+            "space": {name: repr(d) for name, d in self.space().items()},
+        }
+        digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:8]
+        return f"{self.dataset}-{self.arch}-{self.stream}-{self.method}-{digest}"
+
+    def run_config(self, seed: int, values: dict) -> RunConfig:
+        return RunConfig(
+            method=self.method,
+            stream=self.stream,
+            dataset=self.dataset,
+            data_dir=self.data_dir,
+            arch=self.arch,
+            requests=self.requests,
+            size=self.size,
+            seed=seed,
+            method_args=dict(values),
+            recipe=dict(self.recipe),
+            out=self.out / "trials" / self.study_name(),
+            store=self.store if self.store is not None else self.out / "store",
+            logger="none",
+            split="validation",
+            hardware=self.hardware,
+        )
+
+
+def objective_values(rows_by_seed: list[list[dict]], objective: str, multi: bool) -> float | tuple[float, float]:
+    """The trial's value(s) from the scored rows of each tuning stream (rows of the validation view)."""
+
+    def gap(scores: dict, oracle: dict, keys: tuple[str, ...]) -> float:
+        parts = [abs(scores[k] - oracle[k]) for k in keys if scores.get(k) is not None and oracle.get(k) is not None]
+        return sum(parts) / len(parts) if parts else math.nan
+
+    def per_row(row: dict, keys: tuple[str, ...]) -> float:
+        if row.get("status", "ok") != "ok" or not row.get("oracle"):
+            return WORST_GAP
+        return gap(row["method"], row["oracle"], keys)
+
+    sides = (FORGET_SIDE, UTILITY_SIDE) if multi else (GAP_KEYS,)
+    values = []
+    for keys in sides:
+        per_stream = []
+        for rows in rows_by_seed:
+            scored = [per_row(row, keys) for row in rows] or [WORST_GAP]
+            per_stream.append(scored[-1] if objective == "final_gap" else sum(scored) / len(scored))
+        values.append(sum(per_stream) / len(per_stream))
+    return tuple(values) if multi else values[0]
+
+
+class TrialReporter(Reporter):
+    """Silent during a trial's runs; after each request it reports the running objective to the pruner."""
+
+    def __init__(self, trial, spec: TuneSpec, seed_index: int, earlier: list[list[dict]]):
+        super().__init__(quiet=True)
+        self.trial, self.spec, self.seed_index, self.earlier, self.rows = trial, spec, seed_index, earlier, []
+
+    def request(self, row: dict, num_requests: int) -> None:
+        import optuna
+
+        self.rows.append(row)
+        if self.spec.sampler == "nsga2" or self.spec.pruner == "none":
+            return  # Optuna prunes single-objective studies only
+        step = self.seed_index * self.spec.requests + row["t"] - 1
+        self.trial.report(objective_values([*self.earlier, self.rows], "mean_gap", multi=False), step)
+        if self.trial.should_prune():
+            raise optuna.TrialPruned(f"request {row['t']} of tuning seed {self.spec.tune_seeds[self.seed_index]}")
+
+
+def make_objective(spec: TuneSpec, datasets):
+    import optuna
+
+    space = spec.space()
+
+    def objective(trial: optuna.Trial):
+        check_budget(trial, spec.trials)
+        trial.set_user_attr("worker", f"{socket.gethostname()}:{os.getpid()}")
+        start = time.process_time()
+        values = sample(space, trial)
+        from unlearnbench.runner import Runner
+
+        rows_by_seed: list[list[dict]] = []
+        for i, seed in enumerate(spec.tune_seeds):
+            reporter = TrialReporter(trial, spec, i, rows_by_seed)
+            runner = Runner(spec.run_config(seed, values), reporter, datasets)
+            trial.set_user_attr(f"run_dir_seed{seed}", str(runner.run_dir.path))
+            try:
+                result = runner.run()
+            finally:  # pruned or done: the values are in the study (a killed worker's directory stays, to resume)
+                shutil.rmtree(runner.run_dir.path, ignore_errors=True)
+            rows_by_seed.append(result.rows)
+            # CPU seconds of this process (all threads), pretraining and oracles excluded when the store had them
+            trial.set_user_attr("cpu_s", round(time.process_time() - start, 2))
+            trial.set_user_attr("trained_models", trial.user_attrs.get("trained_models", 0) + runner.store.trained)
+        return objective_values(rows_by_seed, spec.objective, multi=spec.sampler == "nsga2")
+
+    return objective
+
+
+def check_budget(trial, budget: int) -> None:
+    """Refuse a trial numbered past the budget: trial numbers are unique per study, so exactly
+    `budget` trials that did not fail are evaluated, however many workers ask at once."""
+    import optuna
+
+    earlier = [
+        t
+        for t in trial.study.get_trials(deepcopy=False)
+        if t.number < trial.number and t.state != optuna.trial.TrialState.FAIL
+    ]
+    if len(earlier) >= budget:
+        trial.set_user_attr("over_budget", True)
+        raise OverBudgetError(f"the study already holds {budget} trials")
+
+
+def open_study(spec: TuneSpec):
+    import optuna
+
+    # Heartbeats and fail_stale_trials are flagged experimental; the warning says nothing about the study.
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    spec.out.mkdir(parents=True, exist_ok=True)
+    storage = optuna.storages.RDBStorage(
+        spec.storage_url,
+        heartbeat_interval=spec.heartbeat,
+        grace_period=2 * spec.heartbeat,
+        failed_trial_callback=optuna.storages.RetryFailedTrialCallback(max_retry=3),
+    )
+    if spec.sampler == "nsga2":
+        sampler = optuna.samplers.NSGAIISampler(
+            population_size=max(2, min(50, spec.trials // 2)), seed=spec.sampler_seed
+        )
+        directions = ["minimize", "minimize"]
+    else:
+        sampler = optuna.samplers.TPESampler(n_startup_trials=max(1, min(10, spec.trials // 3)), seed=spec.sampler_seed)
+        directions = ["minimize"]
+    pruner = optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=1) if spec.pruner == "median" else None
+    return optuna.create_study(
+        study_name=spec.study_name(),
+        storage=storage,
+        sampler=sampler,
+        pruner=pruner or optuna.pruners.NopPruner(),
+        directions=directions,
+        load_if_exists=True,
+    )
+
+
+def tune(spec: TuneSpec, reporter: Reporter, datasets=None) -> Path:
+    """Run (or resume) the study until it holds `spec.trials` finished trials; write and return the YAML."""
+    import optuna
+
+    from unlearnbench.data.cache import DatasetCache
+
+    study = open_study(spec)
+    datasets = datasets or DatasetCache()
+    objective = make_objective(spec, datasets)
+    states = optuna.trial.TrialState
+    progress = TuneProgress(reporter, spec)
+    with progress:
+        while True:
+            optuna.storages.fail_stale_trials(study)  # a killed worker's trial, once its heartbeat is stale
+            trials = study.get_trials(deepcopy=False)
+            finished = sum(t.state in (states.COMPLETE, states.PRUNED) for t in trials)
+            running = sum(t.state == states.RUNNING for t in trials)
+            waiting = sum(t.state == states.WAITING for t in trials)
+            progress.update(study, finished)
+            if finished >= spec.trials:
+                break
+            if waiting or finished + running < spec.trials:
+                study.optimize(objective, n_trials=1, catch=(OverBudgetError,))
+            else:  # the last trials run elsewhere (or belong to a killed worker, failed once stale)
+                time.sleep(min(5, spec.heartbeat))
+    path = write_result(spec, study)
+    reporter.message(f"{spec.method}: {path}")
+    return path
+
+
+class TuneProgress:
+    """A rich bar of finished trials with the best value so far (plain lines without a terminal)."""
+
+    def __init__(self, reporter: Reporter, spec: TuneSpec):
+        self.reporter, self.spec, self.task, self.last = reporter, spec, None, -1
+
+    def __enter__(self):
+        self.reporter.progress.__enter__()
+        if not self.reporter.progress.disable:
+            self.task = self.reporter.progress.add_task(f"tuning {self.spec.method}", total=self.spec.trials)
+        return self
+
+    def __exit__(self, *exc):
+        if self.task is not None:
+            self.reporter.progress.remove_task(self.task)
+        self.reporter.progress.__exit__(*exc)
+
+    def update(self, study, finished: int) -> None:
+        if finished == self.last:
+            return
+        self.last = finished
+        best = best_trial(study)
+        text = "—" if best is None else ", ".join(f"{v:.2f}" for v in best.values)
+        description = f"tuning {self.spec.method} (best {self.spec.objective} {text})"
+        if self.task is not None:
+            self.reporter.progress.update(self.task, completed=finished, description=description)
+        elif not self.reporter.quiet:
+            self.reporter.message(f"{description}: {finished}/{self.spec.trials} trials")
+
+
+def best_trial(study):
+    """The best complete trial; for two objectives, the Pareto-optimal one with the smallest sum."""
+    import optuna
+
+    complete = [t for t in study.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE]
+    if not complete:
+        return None
+    candidates = study.best_trials if len(study.directions) > 1 else [study.best_trial]
+    return min(candidates, key=lambda t: sum(t.values))
+
+
+def _median(values: list[float]) -> float | None:
+    values = sorted(values)
+    if not values:
+        return None
+    middle = len(values) // 2
+    return values[middle] if len(values) % 2 else round((values[middle - 1] + values[middle]) / 2, 2)
+
+
+def redacted(url: str) -> str:
+    """A storage URL without its password (the file is meant to be shared)."""
+    scheme, sep, rest = url.partition("://")
+    credentials, at, host = rest.rpartition("@")
+    if not at or ":" not in credentials:
+        return url
+    return f"{scheme}{sep}{credentials.split(':', 1)[0]}:***@{host}"
+
+
+def write_result(spec: TuneSpec, study) -> Path:
+    """The tuned hyperparameter file (`unlearnbench.hparams`) with the study's provenance."""
+    import optuna
+
+    states = optuna.trial.TrialState
+    trials = study.get_trials(deepcopy=False)
+    best = best_trial(study)
+    if best is None:
+        raise RuntimeError(f"no trial of study {spec.study_name()} completed (all pruned or failed)")
+    provenance = {
+        "study": spec.study_name(),
+        "storage": redacted(spec.storage_url),
+        "sampler": spec.sampler,
+        "pruner": spec.pruner,
+        "objective": spec.objective if spec.sampler == "tpe" else "forget_gap+utility_gap (pareto, smallest sum)",
+        "trials": spec.trials,
+        "complete": sum(t.state == states.COMPLETE for t in trials),
+        "pruned": sum(t.state == states.PRUNED for t in trials),
+        "failed": sum(t.state == states.FAIL and not t.user_attrs.get("over_budget") for t in trials),
+        "best_trial": best.number,
+        # CPU seconds per finished trial that trained no model (the trial's own cost, pretraining and oracles aside)
+        "cpu_s_per_trial": _median(
+            [
+                t.user_attrs["cpu_s"]
+                for t in trials
+                if "cpu_s" in t.user_attrs and not t.user_attrs.get("trained_models")
+            ]
+        ),
+        "best_value": [round(v, 4) for v in best.values] if len(best.values) > 1 else round(best.value, 4),
+        "budget": {
+            "trials": spec.trials,
+            "epochs_cap": spec.epoch_cap(),
+            "recipe_epochs": spec.recipe_epochs(),
+            "epoch_fraction": EPOCH_FRACTION,
+        },
+        "tune_seeds": list(spec.tune_seeds),
+        "requests": spec.requests,
+        "size": spec.size if spec.size is not None else STREAMS.get(spec.stream).default_size,
+        "recipe": dict(spec.recipe),
+        "split": "validation",
+        "search_space": {name: repr(d) for name, d in spec.space().items()},
+        "version": {"unlearnbench": __version__, "optuna": optuna.__version__},
+    }
+    data = {
+        "dataset": spec.dataset,
+        "arch": spec.arch,
+        "stream": spec.stream,
+        "method": spec.method,
+        "hparams": dict(best.params),
+        "provenance": provenance,
+    }
+    path = hparams_path(spec.out, spec.dataset, spec.arch, spec.stream, spec.method)
+    write_text_atomic(path, yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+#: Keys of a tune suite file (`benchmarks/tune_cpu.yaml`); `common` takes the run keys below.
+SUITE_KEYS = {
+    "out",
+    "storage",
+    "store",
+    "trials",
+    "tune_seeds",
+    "objective",
+    "sampler",
+    "pruner",
+    "heartbeat",
+    "common",
+    "methods",
+    "streams",
+}
+COMMON_KEYS = {"dataset", "arch", "data_dir", "requests", "size", "recipe", "accelerator", "devices", "precision"}
+
+
+def suite_specs(suite: dict, out: Path | None = None, storage: str | None = None) -> list[TuneSpec]:
+    """Every study of a tune suite, in order (stream-major, then method); ConfigError for a bad file.
+
+    `methods: all` tunes every registered method, so a method added later joins the suite unasked.
+    """
+    from unlearnbench.suite import _streams
+
+    unknown = sorted(set(suite) - SUITE_KEYS)
+    if unknown:
+        raise ConfigError(f"unknown tune suite key(s) {', '.join(unknown)}; valid: {', '.join(sorted(SUITE_KEYS))}")
+    common = suite.get("common") or {}
+    if not isinstance(common, dict) or set(common) - COMMON_KEYS:
+        raise ConfigError(f"`common` of a tune suite takes only: {', '.join(sorted(COMMON_KEYS))}")
+    methods = suite.get("methods")
+    if methods == "all":
+        methods = METHODS.names()
+    if not isinstance(methods, list) or not methods or not all(isinstance(m, str) for m in methods):
+        raise ConfigError("`methods` must be `all` or a non-empty list of method names")
+    hardware = Hardware(**{k: common[k] for k in ("accelerator", "devices", "precision") if k in common})
+    run_keys = {k: v for k, v in common.items() if k not in ("accelerator", "devices", "precision")}
+    if run_keys.get("data_dir") is not None:
+        run_keys["data_dir"] = Path(run_keys["data_dir"])
+    options = {k: suite[k] for k in ("trials", "objective", "sampler", "pruner", "heartbeat") if k in suite}
+    if "tune_seeds" in suite:
+        options["tune_seeds"] = tuple(suite["tune_seeds"])
+    specs = []
+    for stream in _streams(suite.get("streams")):
+        for method in methods:
+            specs.append(
+                TuneSpec(
+                    method=method,
+                    out=Path(out or suite.get("out") or "tuned"),
+                    storage=storage or suite.get("storage"),
+                    store=Path(suite["store"]) if suite.get("store") else None,
+                    hardware=hardware,
+                    **{**run_keys, **stream, **options},
+                )
+            )
+    return specs
+
+
+def _seeds(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in str(text).strip("[]() ").split(",") if part.strip())
+    except ValueError:
+        raise ConfigError(f"--tune-seeds takes comma-separated integers (e.g. 100,101), got {text!r}") from None
+
+
+def tune_command(argv: list[str]) -> int:
+    """`unlearnbench tune --method M [...]` or `unlearnbench tune --suite FILE`; ConfigError for bad input."""
+    from jsonargparse import ArgumentError, ArgumentParser
+
+    from unlearnbench.data.cache import DatasetCache
+
+    parser = ArgumentParser(
+        prog="unlearnbench tune",
+        description="Tune a method's hyperparameters on validation streams.",
+        exit_on_error=False,
+    )
+    parser.add_argument("--suite", type=Path | None, default=None, help="tune suite YAML (every method, equal budget)")
+    parser.add_argument("--method", type=str | None, default=None, help=f"one of: {', '.join(METHODS.names())}")
+    parser.add_argument("--stream", type=str, default="classwise", help=f"one of: {', '.join(STREAMS.names())}")
+    parser.add_argument("--dataset", type=str, default="digits")
+    parser.add_argument("--data_dir", "--data-dir", type=Path | None, default=None)
+    parser.add_argument("--arch", type=str, default="smallcnn")
+    parser.add_argument("--requests", type=int, default=5, help="requests T of each tuning stream")
+    parser.add_argument("--size", type=float | None, default=None)
+    parser.add_argument("--recipe", type=dict, default={}, help="overrides of the pretraining/oracle recipe")
+    parser.add_argument("--trials", type=int, default=30, help="trials per method (the same for every method)")
+    parser.add_argument(
+        "--tune_seeds", "--tune-seeds", type=str, default="100,101", help="stream seeds tuned on (never 0, 1, 2)"
+    )
+    parser.add_argument("--objective", type=str, default="mean_gap", help=f"one of: {', '.join(OBJECTIVES)}")
+    parser.add_argument("--sampler", type=str, default="tpe", help="tpe (default) or nsga2 (two objectives)")
+    parser.add_argument("--pruner", type=str, default="median", help="median (default) or none")
+    parser.add_argument("--out", type=Path | None, default=None, help="tune directory (default tuned/)")
+    parser.add_argument("--storage", type=str | None, default=None, help="RDB URL (default sqlite:///OUT/studies.db)")
+    parser.add_argument("--store", type=Path | None, default=None, help="model store (default OUT/store)")
+    parser.add_argument("--heartbeat", type=int, default=60, help="seconds between a trial's heartbeats")
+    parser.add_argument("--sampler_seed", "--sampler-seed", type=int | None, default=None)
+    parser.add_argument("--accelerator", type=str, default="auto")
+    parser.add_argument("--devices", type=int | str, default=1)
+    parser.add_argument("--precision", type=str, default="32-true")
+    parser.add_argument("--quiet", type=bool, nargs="?", const=True, default=False, help="print nothing but errors")
+    try:
+        args = parser.parse_args(argv)
+    except ArgumentError as error:
+        raise ConfigError(str(error)) from error
+    warnings.filterwarnings(
+        "ignore", message=r".*module\(s\) in eval mode.*"
+    )  # Lightning: on_train_start sets train mode
+    if args.suite is not None:
+        if args.method is not None:
+            raise ConfigError("give either --suite or --method, not both")
+        from unlearnbench.suite import load_suite
+
+        specs = suite_specs(load_suite(args.suite), args.out, args.storage)
+    elif args.method is None:
+        raise ConfigError(f"tune needs --method (one of: {', '.join(METHODS.names())}) or --suite FILE")
+    else:
+        specs = [
+            TuneSpec(
+                method=args.method,
+                stream=args.stream,
+                dataset=args.dataset,
+                data_dir=args.data_dir,
+                arch=args.arch,
+                requests=args.requests,
+                size=args.size,
+                recipe=dict(args.recipe),
+                trials=args.trials,
+                tune_seeds=_seeds(args.tune_seeds),
+                objective=args.objective,
+                sampler=args.sampler,
+                pruner=args.pruner,
+                out=args.out or Path("tuned"),
+                storage=args.storage,
+                store=args.store,
+                heartbeat=args.heartbeat,
+                sampler_seed=args.sampler_seed,
+                hardware=Hardware(args.accelerator, args.devices, precision=args.precision),
+            )
+        ]
+    for spec in specs:  # every study checked before anything is loaded or written
+        spec.validate()
+    reporter = Reporter(quiet=args.quiet)
+    datasets = DatasetCache()
+    for spec in specs:
+        try:
+            tune(spec, reporter, datasets)
+        except (RuntimeError, OSError) as error:  # no trial completed; storage or disk errors
+            print(f"unlearnbench: error: {spec.method}: {error}", file=sys.stderr)
+            return 1
+    return 0
