@@ -42,6 +42,8 @@ class RunConfig:
     size: float | None = None
     seed: int = 0
     oracle: Literal["retrain", "none"] = "retrain"
+    #: non-members the SVC attack is fit on (evaluation/mia.py): salun (test of retained classes) or loft (all test)
+    mia_protocol: Literal["salun", "loft"] = "salun"
     method_args: dict = field(default_factory=dict)
     #: plasticity guards (unlearnbench.guards), applied in this order; their arguments by guard name
     guards: list[str] = field(default_factory=list)
@@ -69,6 +71,8 @@ class RunConfig:
                 raise ConfigError(str(error)) from None
         if self.oracle not in ("retrain", "none"):
             raise ConfigError(f"unknown oracle {self.oracle!r}; choose one of: retrain, none")
+        if self.mia_protocol not in ("salun", "loft"):
+            raise ConfigError(f"unknown mia_protocol {self.mia_protocol!r}; choose one of: salun, loft")
         if self.logger not in ("csv", "wandb", "none"):
             raise ConfigError(f"unknown logger {self.logger!r}; choose one of: csv, wandb, none")
         unknown_recipe = sorted(set(self.recipe) - {f.name for f in fields(Recipe)})
@@ -107,6 +111,7 @@ class RunConfig:
             "arch": self.arch,
             "seed": self.seed,
             "oracle": self.oracle,
+            "mia_protocol": self.mia_protocol,
             "recipe": recipe,
             "precision": self.hardware.precision,
         }
