@@ -45,11 +45,16 @@ METRIC_KEYS: dict[str, MetricKey] = {
         MetricKey("gap_acc", "mean |method − oracle| over the accuracy keys only (headline)", False, False),
         MetricKey("rte_s", "wall seconds of the unlearning itself, evaluation excluded", False, False),
         MetricKey("prepare_s", "wall seconds of per-request preparation (masks, teachers, features)", False, False),
-        # Oracle-referenced attack (evaluation/oracle_mia.py): the oracle's value is chance, 0.5 / ~1%.
-        MetricKey("lira_auc", "AUC of the oracle-referenced LiRA attack, F_t vs test non-members", False, True),
-        MetricKey("lira_tpr_at_1fpr", "% of F_t flagged by that attack at 1% false positives", False, True),
+        # Oracle-calibrated confidence attack (evaluation/oracle_mia.py): the oracle's value is chance, 0.5.
+        MetricKey("lira_auc", "AUC of φ_method − φ_oracle (LiRA's statistic, one OUT model), F_t vs test", False, True),
+        MetricKey("lira_tpr_at_1fpr", "% of F_t flagged at 1% false positives (None under 100 negatives)", False, True),
         MetricKey("phi_auc", "AUC of raw logit-confidence φ, F_t vs test non-members (no reference)", False, True),
         MetricKey("phi_retain_auc", "AUC of raw φ, retain vs test: how visible true membership is", False, True),
+        *(
+            MetricKey(f"{auc}_null_{end}", f"{side} of the 95% permutation null band of {auc}", False, False, True)
+            for auc in ("lira_auc", "phi_auc", "phi_retain_auc")
+            for end, side in (("lo", "low end"), ("hi", "high end"))
+        ),
         # Update geometry (evaluation/geometry.py), basis = updates u_1..u_t so far: diagnostics.
         MetricKey("update_norm", "‖u_t‖, L2 norm of θ_t − θ_{t−1} over trainable parameters", False, False, True),
         *(
