@@ -26,6 +26,9 @@ class RandomLabel(UnlearningMethod):
     `mixed` is its CIFAR-100/Tiny-ImageNet branch (one shuffled pass over the concatenation). The
     paper's published numbers predate the ordered branch: the code released with it (9576623,
     2023-10) shuffled the concatenation for CIFAR-10 too; the ordered branch arrived in f31f82e (2024-04).
+    Measured on the default digits class-wise stream (seed 0): `forget_then_retain` leaves forget_acc
+    at 98.6–100 over requests 1–4 (one relabelled forget step per epoch, then ~5 retain steps that
+    undo it; SalUn alike), `mixed` takes it to 0.7/17.2/1.4/0.0/0.0.
     """
 
     def __init__(
