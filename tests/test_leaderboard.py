@@ -14,6 +14,8 @@ from unlearnbench.cli import main
 from unlearnbench.report.leaderboard import ORACLE_LABEL, build_groups, build_leaderboard, collect_runs
 
 KEYS = ("forget_acc", "forget_test_acc", "retain_acc", "test_acc", "mia_member_rate")
+ACC_KEYS = ("forget_acc", "forget_test_acc", "retain_acc", "test_acc")
+SVC_KEYS = ("mia_validity", "mia_advantage")
 T = 3
 
 
@@ -51,12 +53,15 @@ def fake_run(
     oracle_rng = np.random.default_rng(1000 + seed)  # the oracle depends on the seed only
     rows = []
     for t in range(1, done + 1):
-        method_scores = {k: float(rng.uniform(0, 100)) for k in KEYS}
+        method_scores = {k: float(rng.uniform(0, 100)) for k in (*KEYS, *SVC_KEYS)}
+        method_scores["mia_validity_lo"], method_scores["mia_validity_hi"] = sorted(rng.uniform(30, 80, 2).tolist())
         method_scores |= {"rte_s": float(rng.uniform(0.1, 2)), "update_norm": float(rng.uniform(0, 5))}
         method_scores["history"] = [float(rng.uniform(0, 100)) for _ in range(T)]
-        oracle = {k: float(oracle_rng.uniform(0, 100)) for k in KEYS}
+        oracle = {k: float(oracle_rng.uniform(0, 100)) for k in (*KEYS, *SVC_KEYS)}
+        oracle["mia_validity_lo"], oracle["mia_validity_hi"] = sorted(oracle_rng.uniform(30, 80, 2).tolist())
         oracle["history"] = [float(oracle_rng.uniform(0, 100)) for _ in range(T)]
         method_scores["gap"] = float(np.mean([abs(method_scores[k] - oracle[k]) for k in KEYS]))
+        method_scores["gap_acc"] = float(np.mean([abs(method_scores[k] - oracle[k]) for k in ACC_KEYS]))
         rows.append({"t": t, "status": "ok", "forget_classes": [t], "method": method_scores, "oracle": oracle})
     if status == "diverged":
         rows.append({"t": done + 1, "status": "diverged", "method": {"rte_s": 0.1}, "oracle": None})
@@ -79,13 +84,18 @@ def expected_values(path: Path, side: str = "method") -> dict:
     scores = [row[side] for row in rows]
     history = np.array([s["history"] for s in scores])
     drops = [history[t, s] - history[s, s] for t in range(len(rows)) for s in range(t)]
-    values = {k: scores[-1][k] for k in KEYS}
+    values = {k: scores[-1][k] for k in (*KEYS, *SVC_KEYS)}
     values["forward_failure"] = scores[-1]["forget_acc"] - scores[0]["forget_acc"]
     values["backward_failure_max"] = max(drops)
     values["rememorization_events"] = sum(drop > 10.0 for drop in drops)  # scoring's default threshold
     if side == "method":
+        oracle_history = np.array([row["oracle"]["history"] for row in rows])
+        versus = [history[t, s] - oracle_history[t, s] for t in range(len(rows)) for s in range(t)]
+        values["backward_failure_vs_oracle_max"] = max(versus)
         values["gap"] = scores[-1]["gap"]
         values["mean_gap"] = float(np.mean([s["gap"] for s in scores]))
+        values["gap_acc"] = scores[-1]["gap_acc"]
+        values["mean_gap_acc"] = float(np.mean([s["gap_acc"] for s in scores]))
         values["rte_s"] = float(np.sum([s["rte_s"] for s in scores]))
     return values
 
@@ -215,3 +225,19 @@ def test_leaderboard_command(runs, tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["leaderboard", str(tmp_path / "missing")])
     assert exit_info.value.code == 2
+
+
+def test_gap_acc_is_the_headline_and_validity_reads_not_significant_when_it_contains_chance(runs, tmp_path):
+    from unlearnbench.evaluation.keys import significant
+
+    root, made = runs
+    board = build_leaderboard(root, tmp_path / "board")
+    (group,) = board.groups
+    assert group.columns[0].key == "gap_acc"
+    for entry in group.entries:
+        complete = [p for p in made[entry.label] if p in [run.path for run in entry.runs if run.status == "complete"]]
+        lasts = [json.loads((p / "metrics.jsonl").read_text().splitlines()[-1])["method"] for p in complete]
+        expected = any(not significant(s["mia_validity_lo"], s["mia_validity_hi"]) for s in lasts)
+        assert entry.cells["mia_validity"].text().endswith("n.s.") is expected
+    text = (tmp_path / "board" / "leaderboard.md").read_text()
+    assert "gap_acc" in text.split("| method | n | ")[1].split("|")[0]

@@ -155,3 +155,40 @@ def test_recompute_from_run_directory_uses_every_out_oracle(tmp_path, data, mode
     assert [row["references"] for row in rows] == [2, 1]
     assert all(row["lira_auc"] > 0.9 for row in rows)
     assert len(rows[1]["lira_history"]) == 2 and rows[1]["lira_history"][0] > 0.9
+
+
+def test_null_band_equals_sklearn_aucs_of_the_same_permutations():
+    from sklearn.metrics import roc_auc_score
+
+    from unlearnbench.evaluation.oracle_mia import auc_null_band
+
+    rng = np.random.default_rng(3)
+    positive, negative = rng.normal(0.3, 1, 40), np.round(rng.normal(0, 1, 36), 1)  # ties included
+    low, high = auc_null_band(positive, negative, permutations=200)
+    scores = np.concatenate([positive, negative])
+    draws = np.argsort(np.random.default_rng(0).random((200, len(scores))), axis=1)[:, :40]
+    aucs = []
+    for chosen in draws:
+        labels = np.zeros(len(scores))
+        labels[chosen] = 1
+        aucs.append(roc_auc_score(labels, scores))
+    assert low == pytest.approx(np.quantile(aucs, 0.025)) and high == pytest.approx(np.quantile(aucs, 0.975))
+    assert low < 0.5 < high
+
+
+def test_tpr_is_reported_only_where_the_negatives_support_the_fpr():
+    positive = np.arange(100, 200.0)
+    assert auc_and_tpr(positive, np.arange(99.0))[1] is None  # 1% of 99 negatives is < 1 false positive
+    assert auc_and_tpr(positive, np.arange(100.0))[1] == 1.0
+    assert auc_and_tpr(positive, np.arange(36.0), fpr=0.05)[1] == 1.0
+
+
+def test_every_auc_carries_its_null_band(data, models):
+    result = _attack(data, models["in"], [models["out_a"]])
+    assert result["lira_auc_null_lo"] < 0.5 < result["lira_auc_null_hi"] < result["lira_auc"]
+    _, y = data
+    phi = reference_free_attack(
+        *models["out_b"], y[:600], y[600:], np.arange(150), np.arange(150, 600), np.arange(300), classwise=False
+    )
+    assert phi["phi_auc_null_lo"] <= phi["phi_auc"] <= phi["phi_auc_null_hi"]  # a never-trained model: chance
+    assert phi["phi_retain_auc"] > phi["phi_retain_auc_null_hi"]

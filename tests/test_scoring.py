@@ -10,6 +10,7 @@ from sklearn.metrics import accuracy_score
 from sklearn.svm import SVC
 
 from unlearnbench.evaluation.evaluator import EvalLogits, compute_logits
+from unlearnbench.evaluation.keys import GAP_ACC_KEYS, significant
 from unlearnbench.evaluation.scoring import avg_gap, request_scores, stream_summary
 from unlearnbench.streams import RequestStream
 from unlearnbench.training import build_model
@@ -103,3 +104,99 @@ def test_evaluator_is_one_deterministic_eval_mode_pass(digits):
     assert first.train.shape == (len(digits.train), 10) and first.test.shape == (len(digits.test), 10)
     np.testing.assert_array_equal(first.train, second.train)
     assert math.isfinite(float(first.test.sum()))
+
+
+def _clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    from scipy.stats import beta
+
+    a = 1 - level
+    low = 0.0 if k == 0 else beta.ppf(a / 2, k, n - k + 1)
+    high = 1.0 if k == n else beta.ppf(1 - a / 2, k + 1, n - k)
+    return 100 * low, 100 * high
+
+
+@pytest.mark.parametrize(
+    ("kind", "size", "protocol"), [("classwise", 2, "salun"), ("classwise", 2, "loft"), ("random", 0.05, "salun")]
+)
+def test_svc_validity_and_advantage_equal_an_independent_computation(digits, fixed_logits, kind, size, protocol):
+    from sklearn.metrics import balanced_accuracy_score
+
+    stream = RequestStream(digits, kind, 3, size, seed=1)
+    train_labels, test_labels = digits.train.labels.numpy(), digits.test.labels.numpy()
+    request = stream.requests[1]
+    scores = request_scores(
+        fixed_logits, train_labels, test_labels, request, stream.requests, 10, mia_seed=5, mia_protocol=protocol
+    )
+    train_conf = _numpy_confidence(fixed_logits.train, train_labels)
+    test_conf = _numpy_confidence(fixed_logits.test, test_labels)
+    pool = request.test_retain if protocol == "salun" else np.arange(len(test_labels))
+    member, nonmember = train_conf[request.retain], test_conf[pool]
+
+    # the papers' number, with the protocol's non-members
+    rng = np.random.default_rng(5)
+    n = min(len(member), len(nonmember))
+    x = np.concatenate([rng.choice(member, n, replace=False), rng.choice(nonmember, n, replace=False)])
+    attack = SVC(C=3, gamma="auto", kernel="rbf").fit(x[:, None], np.r_[np.ones(n), np.zeros(n)])
+    assert scores["mia_member_rate"] == pytest.approx(
+        100.0 * attack.predict(train_conf[request.forget][:, None]).mean()
+    )
+
+    # validity: fit on half A, balanced accuracy on half B, exact binomial interval
+    rng = np.random.default_rng([5, 1])
+    m = min(len(member), len(nonmember)) // 2
+    pm, pn = rng.permutation(len(member)), rng.permutation(len(nonmember))
+    a_x = np.r_[member[pm[:m]], nonmember[pn[:m]]]
+    half = SVC(C=3, gamma="auto", kernel="rbf").fit(a_x[:, None], np.r_[np.ones(m), np.zeros(m)])
+    b_x, b_y = np.r_[member[pm[m : 2 * m]], nonmember[pn[m : 2 * m]]], np.r_[np.ones(m), np.zeros(m)]
+    predicted = half.predict(b_x[:, None])
+    assert scores["mia_validity"] == pytest.approx(100.0 * balanced_accuracy_score(b_y, predicted))
+    low, high = _clopper_pearson(int((predicted == b_y).sum()), 2 * m)
+    assert (scores["mia_validity_lo"], scores["mia_validity_hi"]) == (pytest.approx(low), pytest.approx(high))
+
+    # advantage: member rate on F_t minus on unseen same-class samples the half-A SVC was not fit on
+    if kind == "classwise":
+        unseen = np.flatnonzero(np.isin(test_labels, request.forget_classes))
+        unseen = unseen[~np.isin(unseen, pool[pn[:m]])]
+        assert protocol == "loft" or len(unseen) == np.isin(test_labels, request.forget_classes).sum()
+        unseen_conf = test_conf[unseen]
+    else:
+        unseen_conf = nonmember[pn[m : 2 * m]]
+    expected = 100.0 * (
+        half.predict(train_conf[request.forget][:, None]).mean() - half.predict(unseen_conf[:, None]).mean()
+    )
+    assert scores["mia_advantage"] == pytest.approx(expected)
+
+
+def test_gap_acc_leaves_the_attack_out():
+    method = {"forget_acc": 10.0, "retain_acc": 90.0, "test_acc": 80.0, "mia_member_rate": 5.0, "forget_test_acc": 3.0}
+    oracle = {"forget_acc": 0.0, "retain_acc": 100.0, "test_acc": 85.0, "mia_member_rate": 95.0, "forget_test_acc": 0.0}
+    assert avg_gap(method, oracle, GAP_ACC_KEYS) == pytest.approx(np.mean([10, 10, 5, 3]))
+    assert avg_gap(method, oracle) == pytest.approx(np.mean([10, 10, 5, 90, 3]))
+
+
+def test_backward_failure_vs_oracle_subtracts_the_oracles_history():
+    method_history = [[0.0, 90.0, 95.0], [30.0, 10.0, 90.0], [5.0, 40.0, 20.0]]
+    oracle_history = [[1.0, 95.0, 96.0], [20.0, 2.0, 91.0], [9.0, 25.0, 3.0]]
+    rows = [
+        {
+            "t": t + 1,
+            "method": {"forget_acc": method_history[t][t], "history": method_history[t], "gap": 1.0, "gap_acc": 2.0},
+            "oracle": {"forget_acc": oracle_history[t][t], "history": oracle_history[t]},
+        }
+        for t in range(3)
+    ]
+    summary = stream_summary(rows)
+    corrected = [method_history[t][s] - oracle_history[t][s] for t in range(3) for s in range(t)]
+    assert summary["backward_failure_vs_oracle_max"] == pytest.approx(max(corrected))
+    assert summary["backward_failure_vs_oracle_mean"] == pytest.approx(np.mean(corrected))
+    raw = [method_history[t][s] - method_history[s][s] for t in range(3) for s in range(t)]
+    assert summary["backward_failure_max"] == pytest.approx(max(raw))
+    assert summary["mean_gap_acc"] == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "expected"),
+    [(40.0, 60.0, False), (50.0, 70.0, False), (51.0, 60.0, True), (30.0, 45.0, True), (None, 60.0, False)],
+)
+def test_validity_is_significant_only_when_its_interval_excludes_chance(low, high, expected):
+    assert significant(low, high) is expected

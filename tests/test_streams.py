@@ -124,3 +124,19 @@ def test_eval_and_train_transforms_are_kept_apart(digits):
     augmented = next(iter(stream.loader(stream.current.retain[:512], batch_size=512, augment=True)))
     plain = digits.normalize(digits.train.images[augmented.idx])
     assert not augmented.x.equal(plain), "training batches are augmented"
+
+
+def test_forget_then_retain_serves_every_forget_batch_before_any_retain_batch(digits):
+    stream = RequestStream(digits, "classwise", 2, 1, seed=0)
+    request = stream.select(1)
+    stream.configure_batches(BatchMode.FORGET_THEN_RETAIN, 64)
+    batches = list(stream.train_dataloader())
+    sides = [next(iter(b)) for b in batches]
+    assert all(len(b) == 1 for b in batches), "each step sees one side only"
+    n_forget = -(-len(request.forget) // 64)
+    assert sides == ["forget"] * n_forget + ["retain"] * (-(-len(request.retain) // 64))
+    assert len(batches) == len(stream.train_dataloader())
+    forget_seen = np.concatenate([b["forget"].idx.numpy() for b in batches[:n_forget]])
+    retain_seen = np.concatenate([b["retain"].idx.numpy() for b in batches[n_forget:]])
+    assert sorted(forget_seen.tolist()) == sorted(request.forget.tolist())
+    assert sorted(retain_seen.tolist()) == sorted(request.retain.tolist())

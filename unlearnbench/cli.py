@@ -168,6 +168,13 @@ def run_parser(
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--oracle", type=str, default="retrain", help="retrain (default) or none: no gap")
+    parser.add_argument(
+        "--mia_protocol",
+        "--mia-protocol",
+        type=str,
+        default="salun",
+        help="non-members the SVC attack is fit on: salun (test of retained classes, default) or loft (all test)",
+    )
     parser.add_argument("--out", type=Path, default=Path("runs"), help="folder of run directories")
     parser.add_argument("--store", type=Path | None, default=None, help="model store (default OUT/store)")
     parser.add_argument(
@@ -222,6 +229,7 @@ def run_config(args) -> RunConfig:
         size=args.size,
         seed=args.seed,
         oracle=args.oracle,
+        mia_protocol=args.mia_protocol,
         method_args=dict(args.get(args.method) or {}),
         guards=list(args.guards),
         guard_args={guard: dict(args.get(guard) or {}) for guard in args.guards},

@@ -74,6 +74,8 @@ class RunConfig:
     size: float | None = None
     seed: int = 0
     oracle: Literal["retrain", "none"] = "retrain"
+    #: non-members the SVC attack is fit on (evaluation/mia.py): salun (test of retained classes) or loft (all test)
+    mia_protocol: Literal["salun", "loft"] = "salun"
     method_args: dict = field(default_factory=dict)
     #: plasticity guards (unlearnbench.guards), applied in this order; their arguments by guard name
     guards: list[str] = field(default_factory=list)
@@ -113,6 +115,8 @@ class RunConfig:
             raise ConfigError(f"unknown oracle {self.oracle!r}; choose one of: retrain, none")
         if self.split not in ("test", "validation"):
             raise ConfigError(f"unknown split {self.split!r}; choose one of: test, validation")
+        if self.mia_protocol not in ("salun", "loft"):
+            raise ConfigError(f"unknown mia_protocol {self.mia_protocol!r}; choose one of: salun, loft")
         if self.logger not in LOGGERS:
             raise ConfigError(f"unknown logger {self.logger!r}; choose one of: {', '.join(LOGGERS.names())}")
         LOGGERS.get(self.logger).check_environment()
@@ -207,6 +211,7 @@ class RunConfig:
             "arch": self.arch,
             "seed": self.seed,
             "oracle": self.oracle,
+            "mia_protocol": self.mia_protocol,
             "recipe": recipe,
             "precision": self.hardware.precision,
         }

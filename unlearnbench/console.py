@@ -16,13 +16,36 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from unlearnbench.evaluation.keys import METRIC_KEYS
+from unlearnbench.evaluation.keys import METRIC_KEYS, significant
 
-TABLE_KEYS = ("forget_acc", "forget_test_acc", "retain_acc", "test_acc", "mia_member_rate", "gap", "rte_s")
+TABLE_KEYS = (
+    "forget_acc",
+    "forget_test_acc",
+    "retain_acc",
+    "test_acc",
+    "mia_member_rate",
+    "mia_validity",
+    "mia_advantage",
+    "lira_auc",
+    "gap_acc",
+    "gap",
+    "rte_s",
+)
 
 
 def _fmt(value) -> str:
     return "—" if value is None else f"{value:.2f}"
+
+
+def _cell(scores: dict, key: str) -> str:
+    """A table cell; the SVC validity reads "n.s." when its 95% interval contains chance."""
+    text = _fmt(scores.get(key))
+    lo, hi = scores.get("mia_validity_lo"), scores.get("mia_validity_hi")
+    if key == "mia_validity" and scores.get(key) is not None and not significant(lo, hi):
+        text += " n.s."
+    if key == "lira_auc" and scores.get("lira_auc_null_lo") is not None:  # the chance band beside every AUC
+        text += f" [{scores['lira_auc_null_lo']:.2f}, {scores['lira_auc_null_hi']:.2f}]"
+    return text
 
 
 def _styled(label: str) -> str:
@@ -125,7 +148,7 @@ class Reporter:
             table.add_column(column, justify="left" if column == "metric" else "right")
         for key in TABLE_KEYS:
             if key in row["method"]:
-                table.add_row(key, METRIC_KEYS[key].arrow, _fmt(row["method"][key]), _fmt(oracle.get(key)))
+                table.add_row(key, METRIC_KEYS[key].arrow, _cell(row["method"], key), _cell(oracle, key))
         self.console.print(table)
 
     def summary(self, rows: list[dict], summary: dict, run_dir: Path) -> None:
@@ -136,9 +159,9 @@ class Reporter:
         for key in keys:
             table.add_column(f"{key}\n{METRIC_KEYS[key].arrow}", justify="right")
         for row in rows:
-            table.add_row(str(row["t"]), "method", *(_fmt(row["method"].get(k)) for k in keys))
+            table.add_row(str(row["t"]), "method", *(_cell(row["method"], k) for k in keys))
             if row.get("oracle"):
-                table.add_row("", "[dim]oracle[/dim]", *(f"[dim]{_fmt(row['oracle'].get(k))}[/dim]" for k in keys))
+                table.add_row("", "[dim]oracle[/dim]", *(f"[dim]{_cell(row['oracle'], k)}[/dim]" for k in keys))
         self.console.print(table)
         lines = [f"forward failure (forget_acc T − 1): {_fmt(summary['forward_failure'])}"]
         if "forward_failure_vs_oracle" in summary:
@@ -147,6 +170,13 @@ class Reporter:
             f"backward failure max / mean: {_fmt(summary['backward_failure_max'])} / "
             f"{_fmt(summary['backward_failure_mean'])}"
         )
+        if "backward_failure_vs_oracle_max" in summary:
+            lines.append(
+                f"backward failure vs the oracle max / mean: {_fmt(summary['backward_failure_vs_oracle_max'])} / "
+                f"{_fmt(summary['backward_failure_vs_oracle_mean'])}"
+            )
+        if "mean_gap_acc" in summary:
+            lines.append(f"mean gap_acc over the stream: {_fmt(summary['mean_gap_acc'])}")
         if "mean_gap" in summary:
             lines.append(f"mean gap over the stream: {_fmt(summary['mean_gap'])}")
         for line in lines:

@@ -39,6 +39,7 @@ COMMON_KEYS = {
     "requests",
     "size",
     "oracle",
+    "mia_protocol",
     "recipe",
     "save_logits",
     "logger",

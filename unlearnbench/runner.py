@@ -30,6 +30,7 @@ from unlearnbench.data.validation import validation_view
 from unlearnbench.divergence import DivergenceMonitor
 from unlearnbench.evaluation.evaluator import EvalLogits, compute_logits
 from unlearnbench.evaluation.geometry import GeometryRecorder
+from unlearnbench.evaluation.keys import GAP_ACC_KEYS
 from unlearnbench.evaluation.oracle_mia import request_attack, request_phi
 from unlearnbench.evaluation.scoring import avg_gap, request_scores, stream_summary
 from unlearnbench.evaluation.updates import parameter_update, snapshot
@@ -191,6 +192,7 @@ class Runner:
             self.stream.requests,
             self.dataset.num_classes,
             mia_seed=derived_seed(self.config.seed, request.t, 1),
+            mia_protocol=self.config.mia_protocol,
         ) | request_phi(logits, self.train_labels, self.test_labels, request)
 
     def serve(self, request: Request) -> dict:
@@ -288,6 +290,7 @@ class Runner:
                 oracle_logits = self.logits(oracle)
                 row["oracle"] = self.score(oracle_logits, request)
                 method_scores["gap"] = avg_gap(method_scores, row["oracle"])
+                method_scores["gap_acc"] = avg_gap(method_scores, row["oracle"], GAP_ACC_KEYS)
                 attack = request_attack(method_logits, oracle_logits, self.train_labels, self.test_labels, request)
                 method_scores.update(attack[0])
                 row["oracle"].update(attack[1])

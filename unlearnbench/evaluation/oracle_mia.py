@@ -1,48 +1,48 @@
-"""An oracle-referenced likelihood-ratio membership attack (offline LiRA / U-LiRA style).
+"""An oracle-calibrated confidence attack: each sample's φ under the target minus its φ under the oracle.
 
-Why the oracles are the right reference
----------------------------------------
-The oracle of request s is trained from scratch on train minus F_1..F_s, so it never saw any sample
-of F_1..F_s: for a sample of F_s, the oracles of requests s, s+1, …, T are exactly the *OUT* reference
-models a likelihood-ratio attack needs (Carlini et al., "Membership Inference Attacks From First
-Principles", 2022; Hayes et al., "Inexact Unlearning Needs More Careful Evaluations…" (U-LiRA), 2024;
-Zarifzadeh et al., RMIA, 2024). Test samples were seen by no model, so every oracle is OUT for them
-too.
+What it is, and what it is not
+------------------------------
+The oracle of request s is trained from scratch on train minus F_1..F_s, so it never saw F_1..F_s:
+for a sample of F_s the oracles of requests s, s+1, …, T are models that did not train on it, the
+*OUT* side of a likelihood-ratio attack (Carlini et al., "Membership Inference Attacks From First
+Principles", 2022). The attack borrows LiRA's statistic and offline (OUT-only) calibration, hence the
+`lira_*` keys, but it is much weaker than LiRA and should be read as such:
+
+- live (K = 1): one OUT model per sample, so there is no per-sample OUT *distribution*: the score is
+  the difference φ_target(x) − φ_oracle(x), a per-sample reference confidence, not a likelihood ratio;
+- recomputed (K ≥ 2, `recompute_from_run_directory`): oracles t..T are OUT for F_t, but they share
+  the seed and the initialisation and differ only by the data later removed, so their spread
+  understates a real OUT distribution;
+- there are no trained-then-unlearned shadow models, so this is not U-LiRA (Hayes et al., 2024).
+
+Every AUC (`lira_auc`, `phi_auc`, `phi_retain_auc`) comes with its null band `<key>_null_lo`/`_hi`:
+the 2.5% and 97.5% quantiles of the same AUC with the member/non-member labels permuted (1000
+seeded permutations of the same scores). An AUC inside its band is indistinguishable from chance
+at these sample sizes: with the ~36 test images of one digits class as negatives (and ~145
+positives) the band is [0.39, 0.61] on the default class-wise stream, wide enough to hold a model
+that still remembers F_t a little.
 
 What it computes
 ----------------
 - Statistic per sample: the logit-scaled confidence of the true label,
   φ = log(p_y / (1 − p_y)) = z_y − logsumexp_{j≠y} z_j (computed from logits, numerically stable).
-  LiRA uses it because it is close to Gaussian across models, unlike p_y itself.
-- OUT distribution per sample from the K available OUT references:
-  K = 1 (the live runner: for F_t after request t only oracle t is OUT): mean φ_out(x) with one
-  global variance; a global variance does not change a ranking, so the score is φ_target(x) − φ_out(x).
-  K ≥ 2 (recomputed from saved logits, where oracles t..T are OUT for F_t): per-sample mean and
-  variance; the variance is shrunk towards the median over samples with one pseudo-observation so that two
-  nearly equal references cannot produce a zero variance. Score z(x) = (φ_target(x) − μ_out(x)) / σ_out(x):
-  how far above "what a model that never saw x would say" the target model is on x.
+- Score: K = 1, φ_target(x) − φ_out(x); K ≥ 2, (φ_target(x) − μ_out(x)) / σ_out(x) with the
+  per-sample variance shrunk towards the median over samples by one pseudo-observation.
 - Positives: F_t (samples the target model once trained on); negatives: test samples of the same
-  classes (class-wise streams: the classes of F_t; random streams: the whole test set). Both sides are
-  scored against the same OUT references. Reported: ROC AUC and TPR at 1% FPR (the fraction of forget
-  samples flagged when only 1% of true non-members are; LiRA's headline number). With few negatives
-  (a digits test class has ~36) TPR at 1% FPR is TPR at the lowest non-zero FPR the data allow.
-- Direction: for an unlearning method the target is the oracle's value, i.e. chance (AUC 0.5,
-  TPR@1%FPR ≈ 1%): higher means the forget set still looks like training data; *below* chance means
-  the method over-forgot (the forget set is less confident than a never-trained model would be —
-  itself a membership signal, the Streisand effect). The oracle cannot be scored in the live runner
-  (it is its own reference: the score is identically 0), so its row holds None for these keys.
+  classes (class-wise streams: the classes of F_t; random streams: the whole test set). Reported: ROC
+  AUC and the TPR at 1% FPR, the latter only when the negatives allow one false positive at that
+  rate (at least 100 negatives); otherwise None, since with fewer it would be the TPR at FPR 0.
+- Direction: for an unlearning method the target is the oracle's value, i.e. chance (AUC 0.5):
+  higher means the forget set still looks more confident than under a never-trained model; *below*
+  chance means over-forgetting (itself a membership signal). The oracle cannot be scored in the live
+  runner (it is its own reference), so its row holds None for these keys.
 - Reference-free companions, computable for method and oracle alike: `phi_auc` (forget vs the same
   test negatives by raw φ, the global-threshold/LOSS attack) and `phi_retain_auc` (retain vs test by
   raw φ: how visible true membership is for this model, the attack's ceiling on this data).
 
-Why it is stronger than the SVC attack
---------------------------------------
-The SVC attack (DESIGN §3, `mia.py`) thresholds one global feature (p_y) learned on retain vs test:
-it cannot tell an easy sample that every model classifies confidently from a sample the model
-memorized, and it asks "does F_t look like retain?" rather than "does F_t look like it does to a
-model that never saw it?". The likelihood ratio calibrates every sample by its own OUT distribution,
-which removes per-sample difficulty; that is what makes it detect residual memorization at low
-false-positive rates where global-threshold attacks are at chance (Carlini et al., 2022, Fig. 1).
+Why calibrate per sample at all: a global threshold (the SVC attack, `mia.py`) cannot tell an easy
+sample every model classifies confidently from one the model memorized; subtracting what a model
+that never saw the sample says removes per-sample difficulty (Carlini et al., 2022, Fig. 1).
 """
 
 from __future__ import annotations
@@ -53,11 +53,14 @@ from pathlib import Path
 
 import numpy as np
 from scipy.special import logsumexp
+from scipy.stats import rankdata
 from sklearn.metrics import auc as area_under_curve
 from sklearn.metrics import roc_curve
 
-ATTACK_KEYS = ("lira_auc", "lira_tpr_at_1fpr")
+ATTACK_KEYS = ("lira_auc", "lira_auc_null_lo", "lira_auc_null_hi", "lira_tpr_at_1fpr")
 PHI_KEYS = ("phi_auc", "phi_retain_auc")
+#: Permutations behind every null band, and the band's coverage.
+NULL_PERMUTATIONS, NULL_LEVEL = 1000, 0.95
 
 
 def logit_confidence(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -91,14 +94,45 @@ def lira_scores(target_phi: np.ndarray, out_phi: np.ndarray) -> np.ndarray:
 
 
 def auc_and_tpr(positive: np.ndarray, negative: np.ndarray, fpr: float = 0.01) -> tuple[float | None, float | None]:
-    """(ROC AUC, TPR at `fpr`) of scores where positives should score higher; None if a side is empty."""
+    """(ROC AUC, TPR at `fpr`) of scores where positives should score higher; None if a side is empty.
+
+    The TPR is None when `fpr` · (number of negatives) < 1: no threshold then has a false-positive
+    rate in (0, fpr], and the number would be the TPR at FPR 0.
+    """
     if len(positive) == 0 or len(negative) == 0:
         return None, None
     labels = np.concatenate([np.ones(len(positive)), np.zeros(len(negative))])
     scores = np.concatenate([positive, negative])
     false_positive, true_positive, _ = roc_curve(labels, scores)  # one curve gives both numbers
     auc = float(area_under_curve(false_positive, true_positive))
+    if fpr * len(negative) < 1:
+        return auc, None
     return auc, float(true_positive[false_positive <= fpr + 1e-12].max())
+
+
+def auc_null_band(
+    positive: np.ndarray, negative: np.ndarray, permutations: int = NULL_PERMUTATIONS, level: float = NULL_LEVEL
+) -> tuple[float | None, float | None]:
+    """(low, high) quantiles of the AUC of these scores under random member/non-member labels.
+
+    Rank form of the AUC (Mann-Whitney, ties at half rank): AUC = (Σ ranks of the positives −
+    n_p(n_p+1)/2) / (n_p·n_n); each permutation draws which n_p of the pooled scores are positives.
+    Seeded (0), so a band is reproducible.
+    """
+    n_p, n_n = len(positive), len(negative)
+    if n_p == 0 or n_n == 0:
+        return None, None
+    ranks = rankdata(np.concatenate([positive, negative]))
+    rng = np.random.default_rng(0)
+    draws = np.argsort(rng.random((permutations, n_p + n_n)), axis=1)[:, :n_p]
+    aucs = (ranks[draws].sum(axis=1) - n_p * (n_p + 1) / 2) / (n_p * n_n)
+    tail = (1 - level) / 2
+    return float(np.quantile(aucs, tail)), float(np.quantile(aucs, 1 - tail))
+
+
+def _with_band(key: str, positive: np.ndarray, negative: np.ndarray) -> dict:
+    low, high = auc_null_band(positive, negative)
+    return {f"{key}_null_lo": low, f"{key}_null_hi": high}
 
 
 def nonmember_indices(test_labels: np.ndarray, forget_labels: np.ndarray, classwise: bool) -> np.ndarray:
@@ -131,7 +165,8 @@ def oracle_referenced_attack(
         np.stack([logit_confidence(ref[1][negatives], test_labels[negatives]) for ref in references]),
     )
     auc, tpr = auc_and_tpr(positive, negative)
-    return {"lira_auc": auc, "lira_tpr_at_1fpr": None if tpr is None else 100.0 * tpr}
+    band = _with_band("lira_auc", positive, negative)
+    return {"lira_auc": auc, **band, "lira_tpr_at_1fpr": None if tpr is None else 100.0 * tpr}
 
 
 def reference_free_attack(
@@ -149,9 +184,13 @@ def reference_free_attack(
     negatives = nonmember_indices(test_labels, train_labels[forget], classwise)
     phi_train = logit_confidence(train_logits, train_labels)
     phi_test = logit_confidence(test_logits, test_labels)
+    forget_sides = (phi_train[forget], phi_test[negatives])
+    retain_sides = (phi_train[retain], phi_test[np.asarray(test_retain)])
     return {
-        "phi_auc": auc_and_tpr(phi_train[forget], phi_test[negatives])[0],
-        "phi_retain_auc": auc_and_tpr(phi_train[retain], phi_test[np.asarray(test_retain)])[0],
+        "phi_auc": auc_and_tpr(*forget_sides)[0],
+        **_with_band("phi_auc", *forget_sides),
+        "phi_retain_auc": auc_and_tpr(*retain_sides)[0],
+        **_with_band("phi_retain_auc", *retain_sides),
     }
 
 

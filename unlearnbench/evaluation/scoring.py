@@ -1,4 +1,4 @@
-"""Request metrics (DESIGN §3) from one set of evaluation logits, for the method and the oracle alike."""
+"""Request metrics from one set of evaluation logits, for the method and the oracle alike."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from torchmetrics.functional.classification import multiclass_accuracy
 
 from unlearnbench.evaluation.evaluator import EvalLogits
 from unlearnbench.evaluation.keys import GAP_KEYS
-from unlearnbench.evaluation.mia import svc_member_rate, true_label_confidence
+from unlearnbench.evaluation.mia import svc_member_rate, svc_validity_and_advantage, true_label_confidence
 from unlearnbench.streams.base import Request
 
 
@@ -32,8 +32,13 @@ def request_scores(
     requests: list[Request],
     num_classes: int,
     mia_seed: int,
+    mia_protocol: str = "salun",
 ) -> dict:
-    """forget/retain/test accuracies, the history row and the SVC attack after `request`."""
+    """forget/retain/test accuracies, the history row and the SVC attack after `request`.
+
+    `mia_protocol` picks the SVC's non-members (`evaluation/mia.py`): `salun`, test samples of
+    retained classes; `loft`, the whole test set.
+    """
 
     def train_acc(indices: np.ndarray) -> float | None:
         return accuracy(logits.train[indices], train_labels[indices], num_classes)
@@ -49,24 +54,43 @@ def request_scores(
         )
     train_confidence = true_label_confidence(logits.train, train_labels)
     test_confidence = true_label_confidence(logits.test, test_labels)
+    nonmembers = request.test_retain if mia_protocol == "salun" else np.arange(len(test_labels))
     scores["mia_member_rate"] = svc_member_rate(
         train_confidence[request.retain],
-        test_confidence[request.test_retain],
+        test_confidence[nonmembers],
         train_confidence[request.forget],
         np.random.default_rng(mia_seed),
+    )
+    unseen = None
+    if request.forget_classes is not None:  # never-trained samples of F_t's classes: their test images
+        unseen = np.flatnonzero(np.isin(test_labels, request.forget_classes))
+    scores |= svc_validity_and_advantage(
+        train_confidence[request.retain],
+        test_confidence[nonmembers],
+        nonmembers,
+        train_confidence[request.forget],
+        unseen,
+        test_confidence[unseen] if unseen is not None else np.zeros(0),
+        np.random.default_rng([mia_seed, 1]),
     )
     scores["history"] = [train_acc(other.forget) for other in requests]
     return scores
 
 
-def avg_gap(method: dict, oracle: dict) -> float:
-    """Avg.Gap: mean |method − oracle| over the gap keys both sides report."""
-    gaps = [abs(method[k] - oracle[k]) for k in GAP_KEYS if method.get(k) is not None and oracle.get(k) is not None]
+def avg_gap(method: dict, oracle: dict, keys: tuple[str, ...] = GAP_KEYS) -> float:
+    """Avg.Gap: mean |method − oracle| over the `keys` both sides report (`GAP_ACC_KEYS`: `gap_acc`)."""
+    gaps = [abs(method[k] - oracle[k]) for k in keys if method.get(k) is not None and oracle.get(k) is not None]
     return float(np.mean(gaps)) if gaps else math.nan
 
 
 def stream_summary(rows: list[dict], rememorization_threshold: float = 10.0) -> dict:
     """Forward/backward failure and mean gap over a finished (or partial) stream of metric rows.
+
+    Backward failure comes in two named forms: `backward_failure_max`/`_mean`, the raw
+    history[t][s] − history[s][s] (moving toward the oracle's accuracy counts as re-memorization on
+    a random stream, where the oracle itself generalizes to F_s), and, when every row has the oracle,
+    `backward_failure_vs_oracle_max`/`_mean`: history[t][s] − the oracle's history[t][s], how far above
+    a model that never saw F_s the method is on it at t (0 for the oracle by construction).
 
     Also: `rememorization_events`, the number of pairs (t, s), s < t, with
     history[t][s] − history[s][s] > `rememorization_threshold` (accuracy points; the pair counts
@@ -84,11 +108,17 @@ def stream_summary(rows: list[dict], rememorization_threshold: float = 10.0) -> 
         oracle_change = oracle[-1]["forget_acc"] - oracle[0]["forget_acc"]
         summary["forward_failure_vs_oracle"] = summary["forward_failure"] - oracle_change
         summary["mean_gap"] = float(np.mean([row["method"]["gap"] for row in rows]))
+        if all(row["method"].get("gap_acc") is not None for row in rows):
+            summary["mean_gap_acc"] = float(np.mean([row["method"]["gap_acc"] for row in rows]))
         summary["forget_acc_auc_oracle"] = float(np.mean([scores["forget_acc"] for scores in oracle]))
     pairs = [(t, s) for t in range(len(rows)) for s in range(t)]
     regressions = [method[t]["history"][s] - method[s]["history"][s] for t, s in pairs]
     summary["backward_failure_max"] = max(regressions) if regressions else None
     summary["backward_failure_mean"] = float(np.mean(regressions)) if regressions else None
+    if all(o and o.get("history") is not None for o in oracle):
+        corrected = [method[t]["history"][s] - oracle[t]["history"][s] for t, s in pairs]
+        summary["backward_failure_vs_oracle_max"] = max(corrected) if corrected else None
+        summary["backward_failure_vs_oracle_mean"] = float(np.mean(corrected)) if corrected else None
     events = [pair for pair, value in zip(pairs, regressions, strict=True) if value > rememorization_threshold]
     summary["rememorization_threshold"] = rememorization_threshold
     summary["rememorization_events"] = len(events)

@@ -25,7 +25,8 @@ class ContinualLOFT(LOFT):
       J_f(F) = tr(UᵀΣ_FU)/tr Σ_F;
     J_rm = tr(Σ_r − UUᵀΣ_rUUᵀ)/tr Σ_r on the current retain set. s is set at request 1 (by
     `variance`, or `s`) and kept, since U_t starts from U_{t−1}. The paper reports a 4-round
-    continual experiment without a public driver; this objective is ours.
+    continual experiment without a public driver; this objective is ours, and so are its defaults
+    (PCA start, `stabilize=10`, lr 0.05, 200 steps: LOFT's named options, see there).
     """
 
     search_space = space(
@@ -40,12 +41,14 @@ class ContinualLOFT(LOFT):
         variance: float = 0.95,
         steps: int = 200,
         lr: float = 0.05,
+        init: Literal["random", "pca"] = "pca",
+        stabilize: int | None = 10,
         fuse: bool = False,
         batch_size: int = 512,
     ):
         if history not in ("pooled", "weighted"):
             raise ValueError(f"history must be 'pooled' or 'weighted', got {history!r}")
-        super().__init__(s, variance, steps, lr, fuse, batch_size)
+        super().__init__(s, variance, steps, lr, init, stabilize, fuse, batch_size)
         self.past: dict[int, Moments] = {}
 
     def forget_terms(self, t: int, forget: Moments) -> list[tuple[float, Tensor]]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 import torch.nn.functional as F
 
@@ -15,12 +17,15 @@ from unlearnbench.streams.base import StreamView, UnlearningRequest
 class SalUn(RandomLabel):
     """SalUn: RL on the top-`ratio` salient weights (Fan et al., "SalUn", ICLR 2024).
 
-    The mask is computed once per request from the current model in eval mode: the gradient of
-    −CE summed over the forget set, thresholded globally (over all parameters) at its top `ratio`
-    magnitudes, as in the reference `generate_mask.py` (ratio 0.5). The reference only masks the
-    gradient, which lets weight decay and momentum still move masked-out weights; here masked-out
-    weights are restored and their momentum zeroed after every step, so they and their optimizer
-    state stay exactly fixed.
+    Compared against OPTML-Group/Unlearn-Saliency at a6e89fd (2026-02-28). The mask is computed once
+    per request from the current model in eval mode: the gradient of −CE summed over the forget set,
+    thresholded globally (over all parameters) at its top `ratio` magnitudes, as in
+    `Classification/generate_mask.py` (ratio 0.5; ties at the threshold are all kept here, where the
+    reference breaks them by sort order). Training is RL's (`Classification/unlearn/RL.py`, same
+    defaults and `batches` order, see `RandomLabel`) with the gradient masked; after every step the
+    masked-out weights are restored and their momentum zeroed, so they and their optimizer state stay
+    exactly fixed, as the reference does since a6e89fd ("Fix weight decay"; before it only the gradient
+    was masked, and weight decay and momentum still moved masked-out weights).
     """
 
     search_space = space(RandomLabel.search_space, ratio=Float(0.1, 0.9))
@@ -28,6 +33,7 @@ class SalUn(RandomLabel):
     def __init__(
         self,
         ratio: float = 0.5,
+        batches: Literal["forget_then_retain", "mixed"] = "forget_then_retain",
         exclude_true: bool = False,
         lr: float = 0.013,
         epochs: int = 10,
@@ -35,7 +41,7 @@ class SalUn(RandomLabel):
         momentum: float = 0.9,
         weight_decay: float = 5e-4,
     ):
-        super().__init__(exclude_true, lr, epochs, batch_size, momentum, weight_decay)
+        super().__init__(batches, exclude_true, lr, epochs, batch_size, momentum, weight_decay)
         self.masks: dict[str, torch.Tensor] = {}
         self.frozen_values: dict[str, torch.Tensor] = {}
 

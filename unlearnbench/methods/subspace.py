@@ -145,6 +145,12 @@ def top_eigenvectors(cov: Tensor, k: int) -> Tensor:
     return torch.linalg.eigh(cov.double()).eigenvectors.flip(1)[:, :k].contiguous()
 
 
+def random_orthonormal(d: int, s: int, generator: torch.Generator | None = None) -> Tensor:
+    """A d x s frame uniform on St(d, s) (Haar): Q of the QR of a Gaussian matrix, signs fixed by R's diagonal."""
+    Q, R = torch.linalg.qr(torch.randn(d, s, generator=generator, dtype=torch.float64))
+    return Q * torch.sign(torch.diagonal(R))
+
+
 def captured(U: Tensor, cov: Tensor) -> Tensor:
     """tr(UᵀΣU) / tr Σ: the share of Σ's variance inside span(U)."""
     return (U * (cov @ U)).sum() / torch.trace(cov)
@@ -159,10 +165,16 @@ def loft_objective(U: Tensor, forget: list[tuple[float, Tensor]], retain: Tensor
     return forget_term + (1 - captured(U, retain)) ** 2
 
 
-def optimize_stiefel(U0: Tensor, objective, steps: int, lr: float) -> tuple[Tensor, list[float]]:
-    """Full-batch RiemannianAdam on St(d, s) from U0; returns U and the objective before each step."""
+def optimize_stiefel(
+    U0: Tensor, objective, steps: int, lr: float, stabilize: int | None = None
+) -> tuple[Tensor, list[float]]:
+    """Full-batch RiemannianAdam on St(d, s) from U0; returns U and the objective before each step.
+
+    `stabilize`: every that many steps geoopt projects U back onto the manifold (None: never, as
+    geoopt's default and LOFT's reference).
+    """
     U = geoopt.ManifoldParameter(U0.clone(), manifold=geoopt.Stiefel())
-    optimizer = geoopt.optim.RiemannianAdam([U], lr=lr, stabilize=10)
+    optimizer = geoopt.optim.RiemannianAdam([U], lr=lr, stabilize=stabilize)
     trace = []
     for _ in range(steps):
         optimizer.zero_grad()

@@ -6,11 +6,14 @@ method (with its hyperparameters) is a row, the oracle (the retrained model) on 
 
 What a cell shows, per method, over the seeds whose run finished:
 
-- forget_acc, forget_test_acc, retain_acc, test_acc, mia_member_rate, gap: the value after the last
-  request T (from `metrics.jsonl`);
-- mean_gap: the Avg.Gap averaged over the T requests;
+- gap_acc (the headline, first column), forget_acc, forget_test_acc, retain_acc, test_acc,
+  mia_member_rate, mia_validity, mia_advantage, gap: the value after the last request T (from
+  `metrics.jsonl`); a mia_validity cell ends in "n.s." when, for some averaged seed, its 95% interval
+  contains 50 (the attack tells members from non-members no better than a coin);
+- mean_gap_acc, mean_gap: gap_acc and the Avg.Gap averaged over the T requests;
 - forward failure: forget_acc at T minus at 1; backward failure: the largest drop-back
-  max over s < t of history[t][s] − history[s][s] (README, "What we measure"); the oracle row shows its own values;
+  max over s < t of history[t][s] − history[s][s], and the same against the oracle's accuracy on
+  F_s at t (`bwd_fail_vs_oracle`); the oracle row shows its own values;
 - rte_s: wall seconds of unlearning summed over the T requests;
 - `mean ± std` over seeds (std: sample standard deviation, ddof=1; none with one seed) and `n`, the
   number of seeds averaged.
@@ -49,7 +52,7 @@ import yaml
 
 from unlearnbench.errors import ConfigError, DamagedFileError
 from unlearnbench.evaluation.geometry import read_geometry_csv
-from unlearnbench.evaluation.keys import METRIC_KEYS
+from unlearnbench.evaluation.keys import METRIC_KEYS, significant
 from unlearnbench.evaluation.scoring import stream_summary
 from unlearnbench.figures import read_history
 from unlearnbench.provenance import git_commit
@@ -77,15 +80,26 @@ def _metric_column(key: str, title: str | None = None) -> Column:
 
 
 COLUMNS: tuple[Column, ...] = (
+    _metric_column("gap_acc"),
     _metric_column("forget_acc"),
     _metric_column("forget_test_acc"),
     _metric_column("retain_acc"),
     _metric_column("test_acc"),
     _metric_column("mia_member_rate", "mia"),
+    _metric_column("mia_validity", "mia_valid"),
+    _metric_column("mia_advantage", "mia_adv"),
     _metric_column("gap"),
+    Column("mean_gap_acc", "mean_gap_acc", False, False, "gap_acc averaged over the T requests"),
     Column("mean_gap", "mean_gap", False, False, "Avg.Gap averaged over the T requests"),
     Column("forward_failure", "fwd_fail", False, True, "forget_acc at T minus at 1"),
     Column("backward_failure_max", "bwd_fail", False, True, "max over s < t of history[t][s] − history[s][s]"),
+    Column(
+        "backward_failure_vs_oracle_max",
+        "bwd_fail_vs_oracle",
+        False,
+        False,
+        "max over s < t of history[t][s] − the oracle's history[t][s]",
+    ),
     Column(
         "rememorization_events",
         "remem",
@@ -171,7 +185,10 @@ class RunRecord:
         summary = stream_summary(rows)
         values["forward_failure"] = summary["forward_failure"]
         values["backward_failure_max"] = summary["backward_failure_max"]
+        values["backward_failure_vs_oracle_max"] = summary.get("backward_failure_vs_oracle_max")
         values["mean_gap"] = summary.get("mean_gap")
+        values["mean_gap_acc"] = summary.get("mean_gap_acc")
+        values["mia_validity_ns"] = _not_significant(last)
         values["rememorization_events"] = summary.get("rememorization_events")
         times = [row["method"].get("rte_s") for row in rows]
         values["rte_s"] = float(sum(times)) if all(v is not None for v in times) else None
@@ -187,9 +204,17 @@ class RunRecord:
         values["forward_failure"] = summary["forward_failure"]
         values["backward_failure_max"] = summary["backward_failure_max"]
         values["rememorization_events"] = summary.get("rememorization_events")
-        values["gap"] = values["mean_gap"] = 0.0
+        values["backward_failure_vs_oracle_max"] = 0.0 if len(rows) > 1 else None
+        values["gap"] = values["mean_gap"] = values["gap_acc"] = values["mean_gap_acc"] = 0.0
+        values["mia_validity_ns"] = _not_significant(last)
         values["rte_s"] = None
         return values
+
+
+def _not_significant(scores: dict) -> bool:
+    return scores.get("mia_validity") is not None and not significant(
+        scores.get("mia_validity_lo"), scores.get("mia_validity_hi")
+    )
 
 
 def _read_json(path: Path) -> dict | None:
@@ -277,13 +302,15 @@ class Cell:
     mean: float | None
     std: float | None
     n: int
+    note: str = ""  # "n.s." on a validity cell whose interval contains chance
 
     def text(self, digits: int = 2) -> str:
         if self.mean is None:
             return "—"
+        note = f" {self.note}" if self.note else ""
         if self.std is None:
-            return f"{self.mean:.{digits}f}"
-        return f"{self.mean:.{digits}f} ± {self.std:.{digits}f}"
+            return f"{self.mean:.{digits}f}{note}"
+        return f"{self.mean:.{digits}f} ± {self.std:.{digits}f}{note}"
 
 
 def aggregate(values: list[float | None]) -> Cell:
@@ -418,6 +445,7 @@ def _build_group(key: tuple, title: str, runs: list[RunRecord]) -> Group:
         complete = [run for run in method_runs if run.status == "complete"]
         values = [run.method_values() for run in complete]
         entry.cells = {k: aggregate([v.get(k) for v in values]) for k in COLUMN_KEYS}
+        _note_validity(entry.cells, values)
         entries.append(entry)
     # The oracle: one value per seed (every method on the same seed shares the same oracles).
     per_seed: dict[int, dict] = {}
@@ -433,11 +461,17 @@ def _build_group(key: tuple, title: str, runs: list[RunRecord]) -> Group:
     if per_seed:
         oracle = Entry(ORACLE_LABEL, oracle_runs, is_oracle=True)
         oracle.cells = {k: aggregate([v.get(k) for v in per_seed.values()]) for k in COLUMN_KEYS}
+        _note_validity(oracle.cells, list(per_seed.values()))
     # A column no row has a value for (forget_test_acc on a random stream, keys an older run lacks) is left out.
     rows = [*entries, *([oracle] if oracle else [])]
     columns = tuple(c for c in COLUMNS if any(e.cells[c.key].mean is not None for e in rows))
     _mark_best(entries, oracle, columns)
     return Group(key, title, entries, oracle, columns)
+
+
+def _note_validity(cells: dict[str, Cell], values: list[dict]) -> None:
+    if any(v.get("mia_validity_ns") for v in values):
+        cells["mia_validity"].note = "n.s."
 
 
 def _mark_best(entries: list[Entry], oracle: Entry | None, columns: tuple[Column, ...]) -> None:
@@ -498,6 +532,9 @@ def _run_date(run: RunRecord) -> str:
 # ------------------------------------------------------------------------------------------ writers
 
 INTRO = (
+    "Headline: `gap_acc`, the mean |method − oracle| over the accuracy columns; `gap` (the papers' "
+    "Avg.Gap) also averages the SVC member rate, which on well-fit data re-measures confident "
+    "correctness rather than membership (read it with `mia_valid`: n.s. = no better than chance). "
     "Values after the last request T, mean ± sample std over seeds (n = seeds averaged); "
     "`mean_gap` averages the gap over the T requests; `fwd_fail` = forget_acc at T − at 1; "
     "`bwd_fail` = max over s < t of history[t][s] − history[s][s]; `rte_s` = unlearning seconds summed "

@@ -8,7 +8,11 @@ A method declares one `BatchMode`; the stream builds the matching iterable. Ever
   and the shorter one is cycled, reshuffled at each pass (NegGrad+, SCRUB-style methods).
 - `mixed`: one shuffled pass over forget ∪ retain, each batch split by membership, so the forget
   share of a batch follows its share of the data (RL and SalUn, as in their reference code,
-  which concatenates the relabelled forget set and the retain set into one dataset).
+  which concatenates the relabelled forget set and the retain set into one dataset for CIFAR-100
+  and Tiny-ImageNet).
+- `forget_then_retain`: every forget batch (forget side only), then every retain batch (retain
+  side only), one optimizer step each (RL and SalUn on 10-class data, as in SalUn's reference
+  `RL.py` since f31f82e).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ class BatchMode(str, Enum):
     FORGET = "forget"
     PAIRED = "paired"
     MIXED = "mixed"
+    FORGET_THEN_RETAIN = "forget_then_retain"
 
 
 class RequestBatches:
@@ -43,6 +48,8 @@ class RequestBatches:
             return len(self.forget)
         if self.mode is BatchMode.PAIRED:
             return max(len(self.forget), len(self.retain))
+        if self.mode is BatchMode.FORGET_THEN_RETAIN:
+            return len(self.forget) + len(self.retain)
         return -(-shard_size(len(self.forget.indices) + len(self.retain.indices)) // self.retain.batch_size)
 
     def __iter__(self) -> Iterator[dict[str, Batch]]:
@@ -52,6 +59,8 @@ class RequestBatches:
             return ({"forget": batch} for batch in self.forget)
         if self.mode is BatchMode.PAIRED:
             return self._paired()
+        if self.mode is BatchMode.FORGET_THEN_RETAIN:
+            return self._forget_then_retain()
         return self._mixed()
 
     def _paired(self) -> Iterator[dict[str, Batch]]:
@@ -60,6 +69,10 @@ class RequestBatches:
         cycled = _reshuffled_cycle(loaders[shorter])
         for batch in loaders[longer]:
             yield {longer: batch, shorter: next(cycled)}
+
+    def _forget_then_retain(self) -> Iterator[dict[str, Batch]]:
+        yield from ({"forget": batch} for batch in self.forget)
+        yield from ({"retain": batch} for batch in self.retain)
 
     def _mixed(self) -> Iterator[dict[str, Batch]]:
         union = torch.cat([self.forget.indices, self.retain.indices])

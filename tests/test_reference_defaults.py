@@ -1,0 +1,129 @@
+"""Every default a method docstring attributes to a reference, compared with that reference's value."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from unlearnbench.data.base import Batch
+from unlearnbench.registry import METHODS
+from unlearnbench.streams.batches import BatchMode
+
+#: (method, hyperparameter) -> the reference's value, with where it is read.
+REFERENCE = {
+    # TIML-Group/Mode-Connectivity-Unlearning ff1f215: arg_parser.py (--beta, --lr, --momentum, --wd,
+    # --batch_size) and README (--epochs=10 for unlearning runs).
+    ("neggrad_plus", "beta"): 0.15,
+    ("neggrad_plus", "lr"): 0.01,
+    ("neggrad_plus", "momentum"): 0.9,
+    ("neggrad_plus", "weight_decay"): 1e-4,
+    ("neggrad_plus", "batch_size"): 128,
+    ("neggrad_plus", "epochs"): 10,
+    ("neggrad_plus", "formulation"): "lab",
+    # meghdadk/SCRUB 98ffb11, large_scale_ictest.ipynb: args.ng_alpha (the `scrub` formulation).
+    ("neggrad_plus", "alpha"): 0.9999,
+    # OPTML-Group/Unlearn-Saliency a6e89fd: Classification/README.md (RL example), arg_parser.py,
+    # unlearn/RL.py (cifar10/svhn branch: forget loader, then retain loader).
+    ("rl", "lr"): 0.013,
+    ("rl", "epochs"): 10,
+    ("rl", "batch_size"): 256,
+    ("rl", "momentum"): 0.9,
+    ("rl", "weight_decay"): 5e-4,
+    ("rl", "batches"): "forget_then_retain",
+    ("rl", "exclude_true"): False,
+    ("salun", "ratio"): 0.5,
+    ("salun", "lr"): 0.013,
+    ("salun", "epochs"): 10,
+    ("salun", "batches"): "forget_then_retain",
+}
+
+
+@pytest.mark.parametrize(("method", "name"), list(REFERENCE))
+def test_default_is_the_reference_value(method, name):
+    default = inspect.signature(METHODS.get(method)).parameters[name].default
+    assert default == REFERENCE[(method, name)]
+
+
+@pytest.mark.parametrize(
+    ("method", "args", "mode"),
+    [
+        ("neggrad_plus", {}, BatchMode.MIXED),
+        ("neggrad_plus", {"formulation": "scrub"}, BatchMode.PAIRED),
+        ("rl", {}, BatchMode.FORGET_THEN_RETAIN),
+        ("rl", {"batches": "mixed"}, BatchMode.MIXED),
+        ("salun", {}, BatchMode.FORGET_THEN_RETAIN),
+        ("salun", {"batches": "mixed"}, BatchMode.MIXED),
+    ],
+)
+def test_batch_mode_follows_the_option(method, args, mode):
+    assert METHODS.get(method)(**args).batch_mode is mode
+
+
+@pytest.mark.parametrize(("method", "args"), [("neggrad_plus", {"formulation": "x"}), ("rl", {"batches": "x"})])
+def test_unknown_option_is_refused(method, args):
+    with pytest.raises(ValueError, match="must be"):
+        METHODS.get(method)(**args)
+
+
+def _model_and_batch(n_forget: int):
+    torch.manual_seed(0)
+    model = nn.Linear(6, 4)
+    forget = Batch(torch.randn(n_forget, 6), torch.randint(0, 4, (n_forget,)), torch.arange(n_forget))
+    retain = Batch(torch.randn(9, 6), torch.randint(0, 4, (9,)), torch.arange(9))
+    return model, forget, retain
+
+
+@pytest.mark.parametrize("n_forget", [3, 0])
+def test_neggrad_plus_lab_loss_is_ce_retain_minus_beta_ce_forget(n_forget):
+    model, forget, retain = _model_and_batch(n_forget)
+    method = METHODS.get("neggrad_plus")(beta=0.15).attach(model, 4)
+    expected = F.cross_entropy(model(retain.x), retain.y)
+    if n_forget:
+        expected = expected - 0.15 * F.cross_entropy(model(forget.x), forget.y)
+    torch.testing.assert_close(method.loss({"forget": forget, "retain": retain}), expected)
+
+
+def test_neggrad_plus_scrub_loss_is_the_alpha_mixture():
+    model, forget, retain = _model_and_batch(3)
+    method = METHODS.get("neggrad_plus")(formulation="scrub", alpha=0.9).attach(model, 4)
+    expected = 0.9 * F.cross_entropy(model(retain.x), retain.y) - 0.1 * F.cross_entropy(model(forget.x), forget.y)
+    torch.testing.assert_close(method.loss({"forget": forget, "retain": retain}), expected)
+
+
+@pytest.mark.parametrize("sides", [("forget",), ("retain",), ("forget", "retain")])
+def test_rl_loss_takes_whichever_sides_the_step_has(sides):
+    model, forget, retain = _model_and_batch(3)
+    method = METHODS.get("rl")().attach(model, 4)
+    batch = {"forget": forget, "retain": retain}
+    torch.manual_seed(1)
+    loss = method.loss({side: batch[side] for side in sides})
+    torch.manual_seed(1)
+    x = torch.cat([batch[side].x for side in sides])
+    y = [torch.randint(0, 4, (3,)) if side == "forget" else retain.y for side in sides]
+    torch.testing.assert_close(loss, F.cross_entropy(model(x), torch.cat(y)))
+
+
+#: LOFT's release (arg_parser.py: --unlearn_lr 1; its runs: 50–100 steps; RiemannianAdam without `stabilize`;
+#: U from a random orthonormal frame).
+LOFT_REFERENCE = {"lr": 1.0, "steps": 100, "init": "random", "stabilize": None}
+
+
+@pytest.mark.parametrize("name", list(LOFT_REFERENCE))
+def test_loft_default_is_the_reference_value(name):
+    assert inspect.signature(METHODS.get("loft")).parameters[name].default == LOFT_REFERENCE[name]
+
+
+def test_random_orthonormal_is_orthonormal_seeded_and_not_the_pca_frame():
+    from unlearnbench.methods.subspace import random_orthonormal
+
+    U = random_orthonormal(12, 4, torch.Generator().manual_seed(0))
+    torch.testing.assert_close(U.T @ U, torch.eye(4, dtype=torch.float64))
+    torch.testing.assert_close(U, random_orthonormal(12, 4, torch.Generator().manual_seed(0)))
+    assert not torch.allclose(U, random_orthonormal(12, 4, torch.Generator().manual_seed(1)))
+    # Haar: the mean of U Uᵀ over frames is (s/d)·I
+    mean = sum(V @ V.T for V in (random_orthonormal(12, 4, torch.Generator().manual_seed(k)) for k in range(400)))
+    torch.testing.assert_close(mean / 400, torch.eye(12, dtype=torch.float64) * 4 / 12, atol=0.05, rtol=0)
