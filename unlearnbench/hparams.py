@@ -23,7 +23,7 @@ from pathlib import Path
 
 import yaml
 
-from unlearnbench.config import ConfigError
+from unlearnbench.errors import ConfigError
 
 #: The provenance keys copied into a tuned run's identity (its `tuned:` entry).
 MARKER_KEYS = ("study", "objective", "sampler", "trials", "best_value", "tune_seeds")

@@ -11,6 +11,7 @@ from torch import Tensor, nn
 from unlearnbench.data.base import Batch
 from unlearnbench.methods.base import UnlearningMethod
 from unlearnbench.registry import METHODS
+from unlearnbench.search_space import GRADIENT_SPACE, space
 from unlearnbench.streams.batches import BatchMode
 
 
@@ -49,6 +50,8 @@ class BoundaryExpand(UnlearningMethod):
     """
 
     batch_mode = BatchMode.FORGET
+
+    search_space = space(GRADIENT_SPACE)
 
     def __init__(
         self,

@@ -10,6 +10,7 @@ from unlearnbench.data.base import Batch
 from unlearnbench.methods.base import UnlearningMethod
 from unlearnbench.methods.distill import Teacher
 from unlearnbench.registry import METHODS
+from unlearnbench.search_space import GRADIENT_SPACE, Float, space
 from unlearnbench.streams.base import StreamView, UnlearningRequest
 from unlearnbench.streams.batches import BatchMode
 
@@ -42,6 +43,8 @@ class BoundaryShrink(UnlearningMethod):
     """
 
     batch_mode = BatchMode.FORGET
+
+    search_space = space(GRADIENT_SPACE, bound=Float(0.01, 0.5, log=True))
 
     def __init__(
         self,

@@ -11,6 +11,7 @@ from unlearnbench.data.base import Batch
 from unlearnbench.methods.base import UnlearningMethod
 from unlearnbench.models.blocks import last_blocks
 from unlearnbench.registry import METHODS
+from unlearnbench.search_space import GRADIENT_SPACE, Int, space
 from unlearnbench.streams.batches import BatchMode
 
 
@@ -30,6 +31,10 @@ class CFk(UnlearningMethod):
     """
 
     batch_mode = BatchMode.RETAIN
+
+    search_space = space(
+        GRADIENT_SPACE, k=Int(1, 3), epochs=Int(1, 64)
+    )  # Goel et al. train k blocks for tens of epochs
 
     def __init__(
         self,

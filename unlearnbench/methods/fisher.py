@@ -10,6 +10,7 @@ from torch import Tensor
 from unlearnbench.methods.base import UnlearningMethod
 from unlearnbench.methods.gradients import diagonal_fisher, on_device
 from unlearnbench.registry import METHODS
+from unlearnbench.search_space import Float, space
 from unlearnbench.streams.base import StreamView, UnlearningRequest
 
 
@@ -35,6 +36,8 @@ class Fisher(UnlearningMethod):
     """
 
     trains_by_gradient = False
+
+    search_space = space(alpha=Float(1e-3, 10.0, log=True), max_std=Float(1e-4, 1.0, log=True))
 
     def __init__(self, alpha: float = 0.2, max_std: float = 1e-3, head_boost: float = 10.0, batch_size: int = 64):
         super().__init__(batch_size=batch_size)

@@ -16,6 +16,7 @@ from unlearnbench.methods.gradients import (
     trainable,
 )
 from unlearnbench.registry import METHODS
+from unlearnbench.search_space import Float, space
 from unlearnbench.streams.base import StreamView, UnlearningRequest
 
 
@@ -36,6 +37,8 @@ class Influence(UnlearningMethod):
     """
 
     trains_by_gradient = False
+
+    search_space = space(alpha=Float(1e-3, 100.0, log=True))
 
     def __init__(self, alpha: float = 0.2, samples: int = 1000, batch_size: int = 64):
         super().__init__(batch_size=batch_size)

@@ -8,6 +8,7 @@ from torch import Tensor
 from unlearnbench.data.base import Batch
 from unlearnbench.methods.base import UnlearningMethod
 from unlearnbench.registry import METHODS
+from unlearnbench.search_space import Float, Int, space
 from unlearnbench.streams.batches import BatchMode
 
 
@@ -42,6 +43,8 @@ class JiT(UnlearningMethod):
     """
 
     batch_mode = BatchMode.FORGET
+
+    search_space = space(lr=Float(1e-7, 1e-3, log=True), epochs=Int(1, 5), sigma=Float(1e-3, 0.5, log=True))
 
     def __init__(
         self,

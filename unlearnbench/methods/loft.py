@@ -51,7 +51,7 @@ class LOFT(UnlearningMethod):
     """
 
     trains_by_gradient = False
-    search_space = space(lr=Float(1e-3, 0.5, log=True), steps=Int(50, 400, log=True), variance=Float(0.5, 0.99))
+    search_space = space(lr=Float(1e-3, 20.0, log=True), steps=Int(20, 400, log=True), variance=Float(0.5, 0.99))
 
     def __init__(
         self,

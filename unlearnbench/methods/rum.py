@@ -12,6 +12,7 @@ from torch import Tensor, nn
 from unlearnbench.data.base import Batch
 from unlearnbench.methods.base import UnlearningMethod
 from unlearnbench.registry import METHODS
+from unlearnbench.search_space import Int, space
 from unlearnbench.streams.base import StreamView, UnlearningRequest
 from unlearnbench.streams.batches import BatchMode
 
@@ -51,6 +52,8 @@ class RUM(UnlearningMethod):
     """
 
     batch_mode = BatchMode.MIXED
+
+    search_space = space(batch_size=Int(32, 512, log=True))  # its stages' own hyperparameters are theirs
 
     def __init__(
         self,

@@ -10,6 +10,7 @@ from unlearnbench.data.base import Batch
 from unlearnbench.methods.base import UnlearningMethod
 from unlearnbench.methods.distill import Teacher
 from unlearnbench.registry import METHODS
+from unlearnbench.search_space import Float, Int, space
 from unlearnbench.streams.base import StreamView, UnlearningRequest
 from unlearnbench.streams.batches import BatchMode
 
@@ -74,6 +75,14 @@ class SCAR(UnlearningMethod):
     """
 
     batch_mode = BatchMode.FORGET
+
+    search_space = space(
+        lr=Float(1e-5, 1e-1, log=True),
+        epochs=Int(1, 10),
+        lambda_1=Float(0.1, 10.0, log=True),
+        lambda_2=Float(0.5, 50.0, log=True),
+        delta=Float(0.1, 1.0),
+    )
 
     def __init__(
         self,

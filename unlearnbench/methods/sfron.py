@@ -12,6 +12,7 @@ from unlearnbench.data.base import Batch
 from unlearnbench.methods.base import UnlearningMethod
 from unlearnbench.methods.ssd import importances
 from unlearnbench.registry import METHODS
+from unlearnbench.search_space import GRADIENT_SPACE, Float, space
 from unlearnbench.streams.base import StreamView, UnlearningRequest
 from unlearnbench.streams.batches import BatchMode
 
@@ -49,6 +50,8 @@ class SFRon(UnlearningMethod):
     """
 
     batch_mode = BatchMode.PAIRED
+
+    search_space = space(GRADIENT_SPACE, forget_alpha=Float(1.0, 100.0, log=True), lambd=Float(0.05, 5.0, log=True))
 
     def __init__(
         self,

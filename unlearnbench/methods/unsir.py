@@ -11,6 +11,7 @@ from torch import Tensor, nn
 from unlearnbench.data.base import Batch
 from unlearnbench.methods.base import UnlearningMethod
 from unlearnbench.registry import METHODS
+from unlearnbench.search_space import Float, Int, space
 from unlearnbench.streams.base import StreamView, UnlearningRequest
 from unlearnbench.streams.batches import BatchMode
 
@@ -45,6 +46,13 @@ class UNSIR(UnlearningMethod):
 
     batch_mode = BatchMode.RETAIN
     streams = ("classwise",)
+
+    search_space = space(
+        lr=Float(1e-6, 1e-2, log=True),
+        epochs=Int(1, 3),
+        noise_lr=Float(1e-3, 1.0, log=True),
+        noise_l2=Float(1e-3, 1.0, log=True),
+    )
 
     def __init__(
         self,
