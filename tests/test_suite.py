@@ -252,6 +252,10 @@ OPTION_VALUES = {
     "logger": "none",
     "recipe": {"epochs": 3, "lr": 0.2, "batch_size": 32, "momentum": 0.8, "weight_decay": 0.0},
     "guards": ["orthogonal"],
+    "dataset_args": {"train_size": 1000},
+    "arch_args": {"width": 16},
+    "mia_protocol": "loft",
+    "hparams": "tuned",
 }
 #: `run` options that are not a cell's: the suite file is the config, a cell's run directory is named
 #: by its identity, and `--quiet` belongs to the `suite` command.
@@ -270,13 +274,22 @@ def test_every_run_option_is_a_suite_key_with_the_same_identity(tmp_path):
     from unlearnbench.plan import check_suite, resolve_run
 
     parser = run_parser("rl", ["orthogonal"])
-    options = {action.dest for action in parser._actions if action.option_strings and "." not in action.dest}
+    options = {action.dest.split(".")[0] for action in parser._actions if action.option_strings}
     options -= {"help", "print_config", "rl", "orthogonal"}  # the method's and guard's argument groups
+    tuned = tmp_path / "tuned"  # a folder of `unlearnbench tune` files for the `hparams` option
+    tuned.mkdir()
+    (tuned / "digits-smallcnn-classwise-rl.yaml").write_text(
+        yaml.safe_dump({"hparams": {"lr": 0.02}, "provenance": {"objective": "mean_gap", "trials": 2}})
+    )
     assert options - NOT_PER_CELL == set(OPTION_VALUES), "give the new option a value in OPTION_VALUES"
     for option, value in OPTION_VALUES.items():
         text = value if isinstance(value, str) else json.dumps(value)
         argv = ["--method", "rl", "--out", str(tmp_path / "runs"), "--recipe", json.dumps(FULL_RECIPE)]
-        argv += [f"--{option}", str(tmp_path / text) if option in ("out", "store") else text]
+        if option in ("dataset_args", "arch_args"):  # `--dataset.train_size 1000` on the command line
+            for key, item in value.items():
+                argv += [f"--{option.removesuffix('_args')}.{key}", str(item)]
+        else:
+            argv += [f"--{option}", str(tmp_path / text) if option in ("out", "store", "hparams") else text]
         suite = {"out": str(tmp_path / "runs"), "common": {"recipe": FULL_RECIPE}, "methods": ["rl"]}
         if option == "method":
             suite["methods"] = [value]
@@ -287,9 +300,12 @@ def test_every_run_option_is_a_suite_key_with_the_same_identity(tmp_path):
             argv += ["--requests", str(OPTION_VALUES["requests"])]
         elif option in ("out", "store"):
             suite[option] = str(tmp_path / value)
+        elif option == "hparams":
+            suite["common"] = {**suite["common"], option: str(tmp_path / value)}
         else:
             suite["common"] = {**suite["common"], option: value}
         cli_config = run_config(parse_run_args(argv))
         (cell,) = check_suite(suite)
-        assert _option_value(cell.config, option) == _option_value(cli_config, option), option
+        if option not in ("dataset_args", "arch_args"):  # the command line fills a group's defaults; the identity
+            assert _option_value(cell.config, option) == _option_value(cli_config, option), option  # holds them all
         assert (cell.identity, cell.run_dir) == resolve_run(cli_config), option

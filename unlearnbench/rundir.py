@@ -46,8 +46,8 @@ class UntrustedCheckpointError(DamagedFileError):
 
 
 def _initialization_leftover(name: str) -> bool:
-    """A file `initialize` writes before config.yaml, or a temp file of an interrupted atomic write."""
-    return name in ("manifest.json", "labels.npz") or (name.startswith(".") and name.endswith(".tmp"))
+    """A file `initialize` writes before config.yaml, the run's lock, or a temp file of an interrupted atomic write."""
+    return name in ("manifest.json", "labels.npz", LOCK_FILE) or (name.startswith(".") and name.endswith(".tmp"))
 
 
 class RunDirectory:
