@@ -32,7 +32,7 @@ from unlearnbench.report.leaderboard import build_leaderboard
 from unlearnbench.rundir import RunDirectory, RunDirectoryMismatchError
 from unlearnbench.runner import Runner
 from unlearnbench.search_space import GRADIENT_SPACE, Categorical, Float, Int, space
-from unlearnbench.suite import load_suite
+from unlearnbench.plan import load_suite
 from unlearnbench.tune import WORST_GAP, TuneSpec, make_objective, objective_values, redacted, suite_specs
 
 ROOT = Path(__file__).resolve().parent.parent

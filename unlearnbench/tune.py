@@ -481,7 +481,7 @@ def suite_specs(suite: dict, out: Path | None = None, storage: str | None = None
 
     `methods: all` tunes every registered method, so a method added later joins the suite unasked.
     """
-    from unlearnbench.suite import _streams
+    from unlearnbench.plan import _streams
 
     unknown = sorted(set(suite) - SUITE_KEYS)
     if unknown:
@@ -570,7 +570,7 @@ def tune_command(argv: list[str]) -> int:
     if args.suite is not None:
         if args.method is not None:
             raise ConfigError("give either --suite or --method, not both")
-        from unlearnbench.suite import load_suite
+        from unlearnbench.plan import load_suite
 
         specs = suite_specs(load_suite(args.suite), args.out, args.storage)
     elif args.method is None:
