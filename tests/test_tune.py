@@ -27,12 +27,12 @@ from unlearnbench.data.base import ImageSplit
 from unlearnbench.data.cache import DatasetCache
 from unlearnbench.data.validation import VALIDATION_FRACTION, validation_indices, validation_view
 from unlearnbench.hparams import hparams_path
+from unlearnbench.plan import load_suite
 from unlearnbench.registry import METHODS
 from unlearnbench.report.leaderboard import build_leaderboard
 from unlearnbench.rundir import RunDirectory, RunDirectoryMismatchError
 from unlearnbench.runner import Runner
 from unlearnbench.search_space import GRADIENT_SPACE, Categorical, Float, Int, space
-from unlearnbench.plan import load_suite
 from unlearnbench.tune import WORST_GAP, TuneSpec, make_objective, objective_values, redacted, suite_specs
 
 ROOT = Path(__file__).resolve().parent.parent
