@@ -410,7 +410,9 @@ def test_a_run_directory_held_by_a_process_is_refused_naming_it(tmp_path):
 
 @pytest.mark.slow
 def test_two_identical_commands_give_one_run_and_one_clean_refusal(tmp_path):
-    argv = [*UB, "--out", str(tmp_path / "out"), "--store", str(tmp_path / "store"), "--quiet", "true"]
+    # 40 pretraining epochs keep the first command inside its run for longer than the second takes to start
+    argv = [*UB, "--recipe", '{"epochs": 40}', "--out", str(tmp_path / "out"), "--store", str(tmp_path / "store")]
+    argv += ["--quiet", "true"]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     first = subprocess.Popen(
         [sys.executable, "-m", "unlearnbench.cli", *argv], env=env, stderr=subprocess.PIPE, text=True

@@ -10,7 +10,6 @@ it) is 2, a SIGINT/SIGTERM (`Interrupted`) 128 + the signal, a failed write 1, d
 from __future__ import annotations
 
 import inspect
-import logging
 import sys
 import warnings
 from pathlib import Path
@@ -279,8 +278,10 @@ def parse_run_args(argv: list[str]):
 
 
 def cmd_run(argv: list[str]) -> int:
-    from unlearnbench.console import Reporter, silence_library_warnings
+    from unlearnbench.console import Reporter, quiet_lightning_info, silence_library_warnings
     from unlearnbench.runner import Runner
+
+    quiet_lightning_info()
 
     args = parse_run_args(argv)
     config = run_config(args)
@@ -376,10 +377,6 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", message=r".*(LeafSpec|does not have many workers|smaller than the logging).*")
-    # Lightning's INFO lines (GPU available, TPU used, ...) on every fit of every request bury the run's own
-    # output. Set here, by the command, never at import: a library user keeps their logging configuration.
-    for name in ("lightning", "lightning.pytorch", "lightning.fabric"):
-        logging.getLogger(name).setLevel(logging.WARNING)
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE, end="")
         return 0 if argv else EXIT_USAGE

@@ -6,6 +6,7 @@ silences everything but errors.
 
 from __future__ import annotations
 
+import logging
 import time
 import warnings
 from contextlib import contextmanager
@@ -85,6 +86,18 @@ class FitLines(Callback):
 
     def on_train_end(self, trainer, pl_module) -> None:
         self.console.print(f"{self.label}: done in {time.perf_counter() - self.start:.1f}s")
+
+
+def quiet_lightning_info() -> None:
+    """Lightning's INFO lines (GPU available, TPU used, ...) on every fit of every request bury a run's output.
+
+    Called by the commands that train, never at import (a library user keeps their logging
+    configuration), and after Lightning's own import, which sets its loggers to INFO.
+    """
+    import lightning.pytorch  # noqa: F401  (configures its loggers; the levels below must come after)
+
+    for name in ("lightning", "lightning.pytorch", "lightning.fabric"):
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def silence_library_warnings() -> None:

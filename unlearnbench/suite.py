@@ -200,7 +200,7 @@ def suite_command(argv: list[str]) -> int:
     """
     from jsonargparse import ArgumentError, ArgumentParser
 
-    from unlearnbench.console import Reporter, silence_library_warnings
+    from unlearnbench.console import Reporter, quiet_lightning_info, silence_library_warnings
 
     parser = ArgumentParser(
         prog="unlearnbench suite", description="Run a grid of runs, then build the leaderboard.", exit_on_error=False
@@ -229,6 +229,7 @@ def suite_command(argv: list[str]) -> int:
         cells = check_suite(suite, out=args.out, logger=args.logger)
         print("\n".join(check_report(str(args.suite), cells, shard)))
         return 0
+    quiet_lightning_info()
     reporter = Reporter(quiet=args.quiet)
     if args.quiet:
         silence_library_warnings()

@@ -528,6 +528,7 @@ def tune_command(argv: list[str]) -> int:
     """`unlearnbench tune --method M [...]` or `unlearnbench tune --suite FILE`; ConfigError for bad input."""
     from jsonargparse import ArgumentError, ArgumentParser
 
+    from unlearnbench.console import quiet_lightning_info
     from unlearnbench.data.cache import DatasetCache
 
     parser = ArgumentParser(
@@ -601,6 +602,7 @@ def tune_command(argv: list[str]) -> int:
         ]
     for spec in specs:  # every study checked before anything is loaded or written
         spec.validate()
+    quiet_lightning_info()
     reporter = Reporter(quiet=args.quiet)
     datasets = DatasetCache()
     for spec in specs:
