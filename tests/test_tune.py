@@ -117,7 +117,10 @@ def tune_argv(out: Path, trials: int, *extra: str) -> list[str]:
 
 
 def study_trials(out: Path) -> list:
-    (summary,) = optuna.get_all_study_summaries(f"sqlite:///{out / 'studies.db'}")
+    summaries = optuna.get_all_study_summaries(f"sqlite:///{out / 'studies.db'}")
+    if not summaries:  # the database exists a moment before its study does
+        return []
+    (summary,) = summaries
     return optuna.load_study(study_name=summary.study_name, storage=f"sqlite:///{out / 'studies.db'}").trials
 
 
