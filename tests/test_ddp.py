@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -62,14 +63,18 @@ def _free_port() -> int:
             return port
 
 
-def _on_two_nodes(*argv: str) -> list[str]:
-    """`unlearnbench ARGV` as node 0 and node 1 (gloo on localhost); both must succeed; their outputs."""
+def _on_two_nodes(*argv: str, follower_delay_s: float = 0) -> list[str]:
+    """`unlearnbench ARGV` as node 0 and node 1 (gloo on localhost); both must succeed; their outputs.
+
+    `follower_delay_s` starts node 1 that much later, as a slow machine would.
+    """
     command = [sys.executable, "-m", "unlearnbench.cli", *argv]
     env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()), "OMP_NUM_THREADS": "1"}
-    nodes = [
-        subprocess.Popen(command, env={**env, "NODE_RANK": str(rank)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        for rank in (0, 1)
-    ]
+    nodes = []
+    for rank in (0, 1):
+        time.sleep(follower_delay_s if rank else 0)
+        node_env = {**env, "NODE_RANK": str(rank)}
+        nodes.append(subprocess.Popen(command, env=node_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
     try:
         outputs = [node.communicate(timeout=600)[0].decode() for node in nodes]
     except subprocess.TimeoutExpired:
@@ -81,11 +86,12 @@ def _on_two_nodes(*argv: str) -> list[str]:
     return outputs
 
 
-def _run_on_two_nodes(method: str, out: Path, store: Path) -> list[str]:
+def _run_on_two_nodes(method: str, out: Path, store: Path, follower_delay_s: float = 0) -> list[str]:
     outputs = _on_two_nodes(
         "run", "--method", method, "--requests", "2", "--size", "1", f"--{method}.epochs", "2",
         "--recipe", json.dumps(FAST_RECIPE), "--out", str(out), "--store", str(store),
         "--accelerator", "cpu", "--devices", "1", "--strategy", "ddp", "--num_nodes", "2", "--logger", "none",
+        follower_delay_s=follower_delay_s,
     )  # fmt: skip
     assert "node 1: followed node 0" in outputs[1]
     return outputs
@@ -117,8 +123,9 @@ def test_two_nodes_train_together_and_equal_one_node_with_two_devices(tmp_path):
     assert len(list((tmp_path / "store").glob("*.pt"))) == 3
     (finetune_dir,) = [path for path in (tmp_path / "runs").iterdir() if path.is_dir() and path != run_dir]
     assert json.loads((finetune_dir / "summary.json").read_text())["status"] == "complete"
-    # The same command again: the run is complete, node 0 says so and node 1 has nothing to follow.
-    outputs = _run_on_two_nodes("finetune", tmp_path / "runs", tmp_path / "store")
+    # The same command again: the run is complete, node 0 says so and node 1 has nothing to follow. Node 0
+    # serves the channel, so it waits for node 1 even when node 1 starts after node 0 has finished.
+    outputs = _run_on_two_nodes("finetune", tmp_path / "runs", tmp_path / "store", follower_delay_s=8)
     assert "already finished" in outputs[0]
 
 

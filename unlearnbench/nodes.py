@@ -22,6 +22,7 @@ Every node needs MASTER_ADDR (node 0's address), MASTER_PORT (a free port there)
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -97,6 +98,24 @@ class NodeGroup:
     def wait(self, key: str) -> str:
         """Follower: the value the leader announced under `key`, waiting for it if need be."""
         return self._channel().get(f"{self.scope}/{key}").decode()
+
+    def part(self) -> None:
+        """End of a run on several nodes: no node leaves while another may still need the channel.
+
+        The leader serves the channel, so it stays until every follower has said goodbye (a follower
+        of an already complete run may connect only after the leader has announced and finished);
+        a follower says goodbye once it has read everything it needs.
+        """
+        if self.size == 1:
+            return
+        goodbyes = [f"{self.scope}/left-{rank}" for rank in range(1, self.size)]
+        if self.leader:
+            try:  # a follower is at most one fit behind; one that died must not keep a finished run open
+                self._channel().wait(goodbyes, CONNECT_TIMEOUT)
+            except dist.DistStoreError:
+                print(f"unlearnbench: a follower node did not finish within {CONNECT_TIMEOUT}", file=sys.stderr)
+        else:
+            self._channel().set(goodbyes[self.rank - 1], "1")
 
     def get_or_train(
         self, store: ModelStore, spec: ModelSpec, train: Callable[[], dict[str, torch.Tensor]]

@@ -240,9 +240,12 @@ class Runner:
         try:
             with threadpool_limits(limits=1, user_api="blas"):
                 if not self.nodes.leader:
-                    return self._follow()
-                with self.run_dir.lock():
-                    return self._run()
+                    result = self._follow()
+                else:
+                    with self.run_dir.lock():
+                        result = self._run()
+                self.nodes.part()
+                return result
         except Interrupted as interrupt:
             interrupt.where = interrupt.where or f"request {self.current_request}"
             self.run_logger.finish(failed=True)
