@@ -371,3 +371,21 @@ def test_the_cpu_tune_suite_covers_every_method_with_one_budget(tmp_path, monkey
     for spec in specs:
         spec.validate()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_dataset_and_arch_arguments_reach_every_trial_and_name_their_own_study(tmp_path):
+    suite = {
+        "common": {"dataset": "digits", "dataset_args": {"train_size": 800}, "arch_args": {"width": 8}},
+        "methods": ["ga"],
+        "streams": [{"stream": "classwise"}],
+    }
+    (subset,) = suite_specs(suite, out=tmp_path)
+    config = subset.run_config(100, {})
+    assert (config.dataset_args, config.arch_args) == ({"train_size": 800}, {"width": 8})
+    whole = TuneSpec(method="ga", out=tmp_path)
+    assert whole.study_name() != subset.study_name()
+    # a study of the whole dataset keeps the name it had before these arguments existed (0.x tuned folders resume)
+    assert whole.study_name() == "digits-smallcnn-classwise-ga-dd7176de"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["tune", "--method", "ga", "--dataset_args", '{"train_sise": 10}', "--out", str(tmp_path / "o")])
+    assert exit_info.value.code == 2 and not (tmp_path / "o").exists()

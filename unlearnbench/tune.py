@@ -84,6 +84,9 @@ class TuneSpec:
     stream: str = "classwise"
     dataset: str = "digits"
     arch: str = "smallcnn"
+    #: a dataset subset (`train_size`, `test_size`) and arch options (`width`, `pools`), as in `run`
+    dataset_args: dict = field(default_factory=dict)
+    arch_args: dict = field(default_factory=dict)
     requests: int = 5
     size: float | None = None
     data_dir: Path | None = None
@@ -172,6 +175,10 @@ class TuneSpec:
             "sampler": self.sampler,
             "space": {name: repr(d) for name, d in self.space().items()},
         }
+        # only where given, so the studies of the whole dataset and default arch keep their names
+        settings |= {
+            name: args for name, args in (("dataset_args", self.dataset_args), ("arch_args", self.arch_args)) if args
+        }
         digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:8]
         return f"{self.dataset}-{self.arch}-{self.stream}-{self.method}-{digest}"
 
@@ -180,8 +187,10 @@ class TuneSpec:
             method=self.method,
             stream=self.stream,
             dataset=self.dataset,
+            dataset_args=dict(self.dataset_args),
             data_dir=self.data_dir,
             arch=self.arch,
+            arch_args=dict(self.arch_args),
             requests=self.requests,
             size=self.size,
             seed=seed,
@@ -473,7 +482,19 @@ SUITE_KEYS = {
     "methods",
     "streams",
 }
-COMMON_KEYS = {"dataset", "arch", "data_dir", "requests", "size", "recipe", "accelerator", "devices", "precision"}
+COMMON_KEYS = {
+    "dataset",
+    "dataset_args",
+    "arch",
+    "arch_args",
+    "data_dir",
+    "requests",
+    "size",
+    "recipe",
+    "accelerator",
+    "devices",
+    "precision",
+}
 
 
 def suite_specs(suite: dict, out: Path | None = None, storage: str | None = None) -> list[TuneSpec]:
@@ -541,7 +562,11 @@ def tune_command(argv: list[str]) -> int:
     parser.add_argument("--stream", type=str, default="classwise", help=f"one of: {', '.join(STREAMS.names())}")
     parser.add_argument("--dataset", type=str, default="digits")
     parser.add_argument("--data_dir", "--data-dir", type=Path | None, default=None)
+    parser.add_argument(
+        "--dataset_args", type=dict, default={}, help='e.g. {"train_size": 1000} (as `run --dataset.*`)'
+    )
     parser.add_argument("--arch", type=str, default="smallcnn")
+    parser.add_argument("--arch_args", type=dict, default={}, help='e.g. {"width": 32, "pools": 2} (as `run --arch.*`)')
     parser.add_argument("--requests", type=int, default=5, help="requests T of each tuning stream")
     parser.add_argument("--size", type=float | None, default=None)
     parser.add_argument("--recipe", type=dict, default={}, help="overrides of the pretraining/oracle recipe")
@@ -582,8 +607,10 @@ def tune_command(argv: list[str]) -> int:
                 method=args.method,
                 stream=args.stream,
                 dataset=args.dataset,
+                dataset_args=dict(args.dataset_args),
                 data_dir=args.data_dir,
                 arch=args.arch,
+                arch_args=dict(args.arch_args),
                 requests=args.requests,
                 size=args.size,
                 recipe=dict(args.recipe),
