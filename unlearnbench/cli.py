@@ -340,6 +340,8 @@ def cmd_run(argv: list[str]) -> int:
         return 0
     if result.already_complete:
         reporter.message(f"already finished: {result.run_dir} (nothing to do)")
+    if result.stale_note():  # on stderr, as a problem is, so that --quiet keeps it
+        print(f"unlearnbench: note: {result.stale_note()}", file=sys.stderr)
     if result.summary["requests_done"]:
         reporter.summary(result.rows, result.summary, result.run_dir)
     if result.diverged:

@@ -51,6 +51,7 @@ safely); build the leaderboard once they are done.
 from __future__ import annotations
 
 import json
+import sys
 import time
 import traceback
 from dataclasses import dataclass
@@ -150,6 +151,9 @@ def run_suite(
             status = result.summary.get("status", "complete")
             if result.already_complete:
                 status = f"already {status}"
+            if result.stale_note():
+                status = f"{status}, method code changed"
+                print(f"unlearnbench: note: cell {i}: {result.stale_note()}", file=sys.stderr)
             results.append(CellResult(config, runner.run_dir.path, status, time.perf_counter() - start))
         finally:
             trained += runner.store.trained
