@@ -423,6 +423,11 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", message=r".*(LeafSpec|does not have many workers|smaller than the logging).*")
+    # Two of Lightning's warnings that are false here, each silenced by its own message only:
+    # modules in eval mode at the start of a fit are frozen teachers and snapshots, meant to stay so;
+    # a resumed session's logger folder holds the killed session's steps, which are being redone.
+    warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode at the start of training")
+    warnings.filterwarnings("ignore", message=r"Experiment logs directory .* exists and is not empty")
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE, end="")
         return 0 if argv else EXIT_USAGE
