@@ -42,8 +42,8 @@ def test_gram_er_and_co_equal_explicit_svd(r):
     rows = random_rows()
     table = geometry_table(rows, chunk_bytes=8 * 7 * 64)  # many chunks
     er, co = explicit(rows.T, r)
-    assert np.max(np.abs(np.array([e[f"er_r{r}"] for e in table]) - er)) < 1e-8
-    ours = np.array([[e[f"co_{j}"] for j in range(1, r + 1)] for e in table])
+    assert np.max(np.abs(np.array([e[f"er_all_r{r}"] for e in table]) - er)) < 1e-8
+    ours = np.array([[e[f"co_all_{j}"] for j in range(1, r + 1)] for e in table])
     assert np.max(np.abs(ours - co)) < 1e-8
     # Up to column sign, an unsigned explicit SVD agrees as well.
     Q = np.linalg.svd(rows.T, full_matrices=False)[0][:, :r]
@@ -59,19 +59,19 @@ def test_gram_is_chunk_independent_and_r90():
     assert energy[r90 - 1] >= 0.9 and (r90 == 1 or energy[r90 - 2] < 0.9)
     table = geometry_table(rows)
     er, _ = explicit(rows.T, r90)
-    assert np.max(np.abs(np.array([e["er_r90"] for e in table]) - er)) < 1e-8
+    assert np.max(np.abs(np.array([e["er_all_r90"] for e in table]) - er)) < 1e-8
 
 
 def test_er_is_one_when_r_reaches_t():
     rows = random_rows(3, 50, seed=2)
     table = geometry_table(rows)
     for entry in table:
-        assert entry["er_r3"] == pytest.approx(1.0, abs=1e-12)
+        assert entry["er_all_r3"] == pytest.approx(1.0, abs=1e-12)
     # rank-deficient U: r >= rank suffices
     deficient = np.stack([rows[0], 2 * rows[0], -rows[0]])
     for entry in geometry_table(deficient):
-        assert entry["er_r1"] == pytest.approx(1.0, abs=1e-12)
-        assert entry["er_r2"] == pytest.approx(1.0, abs=1e-12)
+        assert entry["er_all_r1"] == pytest.approx(1.0, abs=1e-12)
+        assert entry["er_all_r2"] == pytest.approx(1.0, abs=1e-12)
 
 
 def test_online_er_uses_only_earlier_updates():
@@ -98,8 +98,8 @@ def test_zero_updates_have_undefined_er():
     rows = np.zeros((3, 20))
     rows[1, 3] = 1.0
     table = geometry_table(rows)
-    assert table[0]["er_r1"] is None and table[0]["update_norm"] == 0.0
-    assert table[1]["er_r1"] == pytest.approx(1.0)
+    assert table[0]["er_all_r1"] is None and table[0]["update_norm"] == 0.0
+    assert table[1]["er_all_r1"] == pytest.approx(1.0)
 
 
 def _layout(d1: int = 6, d2: int = 4):
@@ -140,8 +140,24 @@ def test_recorder_resume_gives_the_same_geometry_csv(tmp_path):
     assert last == again
     a, b = (read_geometry_csv(tmp_path / x / GEOMETRY_FILE) for x in "ab")
     assert a == b and [row["t"] for row in a] == [1, 2, 3, 4, 5]
-    assert set(a[0]) >= {"er_r1", "co_1", "er_online_r1", "norm/a.weight", "norm/b.bias"}
-    assert compute_geometry(resumed.store, 5)[-1]["er_r1"] == pytest.approx(last["er_r1"])
+    assert set(a[0]) >= {"er_all_r1", "co_all_1", "er_online_r1", "norm/a.weight", "norm/b.bias"}
+    assert compute_geometry(resumed.store, 5)[-1]["er_all_r1"] == pytest.approx(last["er_r1"])
+
+
+def test_metrics_er_is_the_basis_at_request_t_and_geometry_csv_er_all_the_basis_of_every_update(tmp_path):
+    """`er_r1` of request 1's metrics row is ER in the basis {u_1} (1 by construction); `er_all_r1` of row 1 of
+    geometry.csv after request 3 is ER in the basis u_1..u_3: two quantities, two names."""
+    rows = random_rows(3, 40, seed=6)
+    recorder = GeometryRecorder(tmp_path, 3)
+    metrics = [recorder.record(t, [("w", (40,))], rows[t - 1].astype(np.float32)) for t in (1, 2, 3)]
+    assert metrics[0]["er_r1"] == pytest.approx(1.0)
+    final = read_geometry_csv(tmp_path / GEOMETRY_FILE)
+    er_all, _ = explicit(rows.astype(np.float32).astype(np.float64).T, 1)
+    assert final[0]["er_all_r1"] == pytest.approx(er_all[0], abs=1e-6) and final[0]["er_all_r1"] < 0.99
+    assert "er_r1" not in final[0] and "er_all_r1" not in metrics[0]
+    for t in (1, 2, 3):  # each metrics row: ER in the basis u_1..u_t, computed independently
+        er_t, _ = explicit(rows[:t].astype(np.float32).astype(np.float64).T, 1)
+        assert metrics[t - 1]["er_r1"] == pytest.approx(er_t[-1], abs=1e-6)
 
 
 def test_parameter_update_takes_trainable_parameters_only():

@@ -211,7 +211,7 @@ def test_markdown_csv_html_and_plots_are_written(runs, tmp_path):
 def test_er_plot_when_geometry_exists(runs, tmp_path):
     root, made = runs
     for path in made["ga"]:
-        lines = ["t,update_norm,er_r1", *(f"{t},{t * 0.5},{0.9 - 0.1 * t}" for t in range(1, T + 1))]
+        lines = ["t,update_norm,er_all_r1", *(f"{t},{t * 0.5},{0.9 - 0.1 * t}" for t in range(1, T + 1))]
         (path / "geometry.csv").write_text("\n".join(lines) + "\n")
     board = build_leaderboard(root, tmp_path / "board")
     assert "er.png" in {p.name for paths in board.plots.values() for p in paths}

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import yaml
-from jsonargparse import ActionConfigFile, ArgumentParser
+from jsonargparse import ActionConfigFile, ArgumentParser, DefaultHelpFormatter
 from jsonargparse import ArgumentError as JsonArgumentError
 
 from unlearnbench.errors import ConfigError
@@ -32,6 +32,23 @@ EXIT_IO = 1
 
 class UsageError(ConfigError):
     """Bad input on the command line: reported as one line, exit code 2."""
+
+
+class HelpFormatter(DefaultHelpFormatter):
+    """jsonargparse's help, with a plain class named as a type (`Path`, not `<class 'Path'>`)."""
+
+    def _get_type_str(self, action) -> str | None:
+        kind = getattr(action, "_typehint", action.type)
+        if isinstance(kind, type):
+            return kind.__name__
+        return super()._get_type_str(action)
+
+
+def command_parser(command: str, description: str) -> ArgumentParser:
+    """The parser of `unlearnbench <command>`: its name in usage lines, types named plainly, errors raised."""
+    return ArgumentParser(
+        prog=f"unlearnbench {command}", description=description, formatter_class=HelpFormatter, exit_on_error=False
+    )
 
 
 def _config_paths(argv: list[str]) -> list[str]:
@@ -131,9 +148,18 @@ def run_parser(
 ) -> ArgumentParser:
     from unlearnbench.registry import ARCHS, DATASETS, METHODS, STREAMS
 
-    parser = ArgumentParser(description="Run one method over one request stream.", exit_on_error=False)
+    parser = command_parser(
+        "run",
+        "Run one method over one request stream. A method's hyperparameters, with their descriptions and "
+        "valid ranges, are listed by `unlearnbench run --method NAME --help`.",
+    )
     parser.add_argument("--config", action=ActionConfigFile, help="YAML file with any of these options")
-    parser.add_argument("--method", type=str, required=True, help=f"one of: {', '.join(METHODS.names())}")
+    parser.add_argument(
+        "--method",
+        type=str,
+        required=True,
+        help=f"one of: {', '.join(METHODS.names())}; its hyperparameters: run --method NAME --help",
+    )
     parser.add_argument("--stream", type=str, default="classwise", help=f"one of: {', '.join(STREAMS.names())}")
     parser.add_argument("--dataset", type=str, default="digits")
     parser.add_argument(
@@ -200,7 +226,7 @@ def run_parser(
         help="folder of `unlearnbench tune` files: the method starts from its tuned values (explicit ones win)",
     )
     if method in METHODS:
-        parser.add_class_arguments(METHODS.get(method), nested_key=method, help=f"hyperparameters of {method}")
+        _add_method_arguments(parser, method)
     from unlearnbench.registry import GUARDS
 
     parser.add_argument(
@@ -209,6 +235,20 @@ def run_parser(
     for guard in guards:
         parser.add_class_arguments(GUARDS.get(guard), nested_key=guard, help=f"arguments of guard {guard}")
     return parser
+
+
+def _add_method_arguments(parser: ArgumentParser, method: str) -> None:
+    """`--<method>.<argument>`, described by the method's docstring (`Args:`), each with its valid range."""
+    from unlearnbench.ranges import valid_ranges
+    from unlearnbench.registry import METHODS
+
+    cls = METHODS.get(method)
+    parser.add_class_arguments(cls, nested_key=method, help=f"hyperparameters of {method}")
+    ranges = valid_ranges(cls)
+    for action in parser._actions:  # jsonargparse offers no public way to extend a generated help line
+        name = action.dest.removeprefix(f"{method}.")
+        if action.dest.startswith(f"{method}.") and name in ranges:
+            action.help = f"{(action.help or '').rstrip('.')}; valid: {ranges[name].describe(name)}".lstrip("; ")
 
 
 def run_config(args) -> RunConfig:
@@ -300,6 +340,8 @@ def cmd_run(argv: list[str]) -> int:
         return 0
     if result.already_complete:
         reporter.message(f"already finished: {result.run_dir} (nothing to do)")
+    if result.stale_note():  # on stderr, as a problem is, so that --quiet keeps it
+        print(f"unlearnbench: note: {result.stale_note()}", file=sys.stderr)
     if result.summary["requests_done"]:
         reporter.summary(result.rows, result.summary, result.run_dir)
     if result.diverged:
@@ -326,6 +368,10 @@ def cmd_list(argv: list[str]) -> int:
 
     from unlearnbench.registry import ARCHS, DATASETS, GUARDS, LOGGERS, METHODS, STREAMS
 
+    if argv in (["-h"], ["--help"]):
+        print("usage: unlearnbench list\n\nList the registered methods (with installed plugins), guards, streams,")
+        print("datasets, archs and loggers, each with the first line of its docstring. Takes no options.")
+        return 0
     if argv:
         raise UsageError(f"list takes no arguments, got {' '.join(argv)}")
     console = Console()
@@ -377,6 +423,11 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", message=r".*(LeafSpec|does not have many workers|smaller than the logging).*")
+    # Two of Lightning's warnings that are false here, each silenced by its own message only:
+    # modules in eval mode at the start of a fit are frozen teachers and snapshots, meant to stay so;
+    # a resumed session's logger folder holds the killed session's steps, which are being redone.
+    warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode at the start of training")
+    warnings.filterwarnings("ignore", message=r"Experiment logs directory .* exists and is not empty")
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE, end="")
         return 0 if argv else EXIT_USAGE

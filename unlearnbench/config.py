@@ -14,6 +14,7 @@ from typing import Literal
 
 from unlearnbench.data.cache import check_dataset_args
 from unlearnbench.errors import ConfigError, DamagedFileError
+from unlearnbench.ranges import check_ranges
 from unlearnbench.registry import ARCHS, DATASETS, GUARDS, LOGGERS, METHODS, STREAMS, UnknownNameError
 from unlearnbench.streams.kinds import StreamError
 from unlearnbench.training import Recipe, check_arch_args
@@ -149,6 +150,9 @@ class RunConfig:
     def _validate_numbers(self) -> None:
         """Counts, sizes, seeds and hyperparameters that would fail late, hang or be silently changed.
 
+        A method's hyperparameters are also checked against the valid ranges it declares
+        (`ranges.py`): SalUn's `ratio: 1.5` used to crash at request 1, after pretraining.
+
         Lightning reads `max_epochs=-1` as "train forever"; a batch size of 0 fails only when the
         first fit starts; a NaN learning rate trains a NaN model (and, since NaN != NaN, the run
         then refuses its own folder). All of these are refused here, before any data is loaded.
@@ -167,6 +171,7 @@ class RunConfig:
         method = METHODS.get(self.method)
         defaults = {name: p.default for name, p in inspect.signature(method).parameters.items()}
         check_numbers(self.method_args, defaults, f"method {self.method!r} argument")
+        check_ranges(method, self.resolved_method_args(), f"method {self.method!r} argument")
         check_numbers(self.recipe, Recipe().as_dict(), "recipe key", zero_epochs=False)
         for guard, args in self.guard_args.items():
             defaults = {name: p.default for name, p in inspect.signature(GUARDS.get(guard)).parameters.items()}

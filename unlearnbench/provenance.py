@@ -1,14 +1,22 @@
-"""Where a number came from: package version, git commit and device of each session of a run.
+"""Where a number came from: package version, git commit, device and method code of each session of a run.
 
 Recorded by the run directory (`provenance.json`, one entry per session, so a resumed run shows
-every machine it ran on) and read by the leaderboard's provenance section.
+every machine it ran on) and read by the leaderboard's provenance section. The method's code
+(`method_code`: the package that defines it, its version and a hash of its modules' source) is
+compared on every rerun: a finished run whose method changed since says so, and a partial one is
+not resumed into a mix of two versions' numbers. It is provenance, not identity: the run's name
+stays the same, so a code change is reported rather than silently starting a second run.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import inspect
 import os
 import subprocess
+import sys
+from importlib.metadata import PackageNotFoundError, packages_distributions, version
 from pathlib import Path
 
 
@@ -43,14 +51,54 @@ def describe_device() -> str:
     return f"cpu {platform.machine()} ({os.cpu_count()} cores)"
 
 
-def session_record(first_request: int) -> dict:
-    """This session: package version, git commit, device, the request it starts at, and when."""
+def method_code(cls: type, base: type) -> dict:
+    """The code a method runs: its package and version, and a hash of the source of every module defining it.
+
+    The modules are those of `cls` and of its ancestors below `base` (SalUn's includes RL's module,
+    whose training it reuses); `base`, the framework, is the package version's business.
+    """
+    modules = sorted({klass.__module__ for klass in cls.__mro__ if issubclass(klass, base) and klass is not base})
+    digest = hashlib.sha256()
+    for name in modules:
+        digest.update(name.encode() + b"\0" + Path(inspect.getsourcefile(sys.modules[name])).read_bytes())
+    top = cls.__module__.split(".")[0]
+    package = (packages_distributions().get(top) or [top])[0]
+    return {
+        "package": package,
+        "version": _version(package, top),
+        "modules": modules,
+        "source_sha256": digest.hexdigest()[:16],
+    }
+
+
+def _version(package: str, top: str) -> str | None:
+    try:
+        return version(package)
+    except PackageNotFoundError:  # a checkout on PYTHONPATH: the package's own version, if it states one
+        return getattr(sys.modules.get(top), "__version__", None)
+
+
+def method_code_change(recorded: dict | None, current: dict) -> str | None:
+    """What changed in a method's code since `recorded` (None: unchanged, or a run from before it was recorded)."""
+    if not recorded or recorded == current:
+        return None
+    what = [
+        f"{key} {recorded.get(key)} -> {current.get(key)}"
+        for key in ("package", "version", "modules", "source_sha256")
+        if recorded.get(key) != current.get(key)
+    ]
+    return ", ".join(what)
+
+
+def session_record(first_request: int, code: dict | None = None) -> dict:
+    """This session: package version, git commit, device, the method's code, the request it starts at, and when."""
     from unlearnbench import __version__
 
-    return {
+    record = {
         "package_version": __version__,
         "git_commit": git_commit(),
         "device": describe_device(),
         "first_request": first_request,
         "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     }
+    return record | ({"method_code": code} if code else {})

@@ -214,17 +214,24 @@ class RunDirectory:
         arrays.update({f"oracle_{split}": logits for split, logits in (oracle or {}).items()})
         write_atomic(self.path / "logits" / f"t{t:03d}.npz", lambda f: np.savez_compressed(f, **arrays))
 
-    def record_session(self, first_request: int) -> None:
-        """Append this session (package version, git commit, device, start) to `provenance.json`."""
+    def record_session(self, first_request: int, method_code: dict | None = None) -> None:
+        """Append this session (package version, git commit, device, method code, start) to `provenance.json`."""
         from unlearnbench.provenance import session_record
 
-        path = self.path / "provenance.json"
+        session = session_record(first_request, method_code)
+        write_json_atomic(self.path / "provenance.json", {**session, "sessions": [*self._sessions(), session]})
+
+    def recorded_method_code(self) -> dict | None:
+        """The method code of the last session that ran requests here (None for a run from before it was recorded)."""
+        sessions = self._sessions()
+        return sessions[-1].get("method_code") if sessions and isinstance(sessions[-1], dict) else None
+
+    def _sessions(self) -> list:
         try:
-            sessions = json.loads(path.read_text()).get("sessions", [])
+            sessions = json.loads((self.path / "provenance.json").read_text()).get("sessions", [])
         except (OSError, ValueError, AttributeError):
-            sessions = []
-        session = session_record(first_request)
-        write_json_atomic(path, {**session, "sessions": [*sessions, session]})
+            return []
+        return sessions if isinstance(sessions, list) else []
 
     def write_summary(self, summary: dict) -> None:
         write_text_atomic(self.path / "summary.json", json_text(summary))

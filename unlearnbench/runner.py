@@ -39,6 +39,7 @@ from unlearnbench.interrupt import Interrupted
 from unlearnbench.loggers import RunLogger, open_run_logger
 from unlearnbench.methods.base import UnlearningMethod
 from unlearnbench.nodes import NodeGroup
+from unlearnbench.provenance import method_code, method_code_change
 from unlearnbench.registry import METHODS
 from unlearnbench.rundir import RunDirectory
 from unlearnbench.step_loss import StepLossLogger
@@ -57,12 +58,27 @@ def trainable_vector(model: nn.Module) -> torch.Tensor:
     return torch.cat(flat) if flat else torch.zeros(0)  # empty for a frozen model (LOFT's backbone)
 
 
+class MethodCodeChangedError(ConfigError):
+    """A partial run whose method's code changed since its finished requests were served."""
+
+
 @dataclass
 class RunResult:
     run_dir: Path
     rows: list[dict]
     summary: dict
     already_complete: bool
+    #: for a finished run: what changed in the method's code since it ran (`provenance.method_code_change`)
+    method_code_change: str | None = None
+
+    def stale_note(self) -> str | None:
+        """One line for a finished run whose numbers came from another version of the method's code."""
+        if not self.method_code_change:
+            return None
+        return (
+            f"the method's code changed since {self.run_dir} finished ({self.method_code_change}); its numbers are "
+            f"the old code's: to rerun, delete that folder or choose another --out"
+        )
 
     @property
     def diverged(self) -> bool:
@@ -256,15 +272,23 @@ class Runner:
         run_dir.initialize(self.identity, self.stream.manifest(), self.train_labels, self.test_labels)
         rows = run_dir.rows()
         self.current_request = len(rows) + 1
+        code = method_code(type(self.method), UnlearningMethod)
+        change = method_code_change(run_dir.recorded_method_code(), code) if rows else None
         if len(rows) == config.requests or _diverged(rows):
             self.nodes.announce("start", config.requests + 1)
-            return self._finish(rows, already_complete=True)
+            return replace(self._finish(rows, already_complete=True), method_code_change=change)
+        if change:
+            raise MethodCodeChangedError(
+                f"the code of method {config.method!r} changed since requests 1-{len(rows)} were served in "
+                f"{run_dir.path} ({change}); resuming would mix two versions' numbers: delete that folder or "
+                f"choose another --out to rerun"
+            )
         # A damaged update file or a checkpoint that is missing or not weights-only is refused before anything is
         # written (and before the other nodes are told to start).
         self.geometry = GeometryRecorder(run_dir.path, config.requests, len(rows))  # updates.f32 + geometry.csv
         resumed = unpack_state(run_dir.load_state(len(rows)), self.guards) if rows else None
         self.nodes.announce("start", len(rows) + 1)
-        run_dir.record_session(len(rows) + 1)
+        run_dir.record_session(len(rows) + 1, code)
         self.run_logger = open_run_logger(config.logger, run_dir.path, self.identity, run_dir.path.name, len(rows) + 1)
         self.reporter.start_run(run_dir.path.name, config.requests, done=len(rows))
         model = self.trained_model(np.array([], dtype=np.int64), "pretraining")

@@ -51,6 +51,7 @@ safely); build the leaderboard once they are done.
 from __future__ import annotations
 
 import json
+import sys
 import time
 import traceback
 from dataclasses import dataclass
@@ -150,6 +151,9 @@ def run_suite(
             status = result.summary.get("status", "complete")
             if result.already_complete:
                 status = f"already {status}"
+            if result.stale_note():
+                status = f"{status}, method code changed"
+                print(f"unlearnbench: note: cell {i}: {result.stale_note()}", file=sys.stderr)
             results.append(CellResult(config, runner.run_dir.path, status, time.perf_counter() - start))
         finally:
             trained += runner.store.trained
@@ -198,14 +202,15 @@ def suite_command(argv: list[str]) -> int:
     Raises ConfigError for bad input (before anything is written); exit code 1 when a cell failed.
     `--check` prints the resolved grid and runs nothing.
     """
-    from jsonargparse import ArgumentError, ArgumentParser
+    from jsonargparse import ArgumentError
 
+    from unlearnbench.cli import command_parser
     from unlearnbench.console import Reporter, quiet_lightning_info, silence_library_warnings
 
-    parser = ArgumentParser(
-        prog="unlearnbench suite", description="Run a grid of runs, then build the leaderboard.", exit_on_error=False
+    parser = command_parser("suite", "Run a grid of runs, then build the leaderboard.")
+    parser.add_argument(
+        "suite", type=Path, help="suite YAML file (schema: docs/reporting.md, Suites; code: unlearnbench/plan.py)"
     )
-    parser.add_argument("suite", type=Path, help="suite YAML file (schema: unlearnbench/suite.py)")
     parser.add_argument(
         "--out", type=Path | None, default=None, help="folder of run directories (overrides the suite's)"
     )

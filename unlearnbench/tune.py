@@ -547,16 +547,13 @@ def _seeds(text: str) -> tuple[int, ...]:
 
 def tune_command(argv: list[str]) -> int:
     """`unlearnbench tune --method M [...]` or `unlearnbench tune --suite FILE`; ConfigError for bad input."""
-    from jsonargparse import ArgumentError, ArgumentParser
+    from jsonargparse import ArgumentError
 
+    from unlearnbench.cli import command_parser
     from unlearnbench.console import quiet_lightning_info
     from unlearnbench.data.cache import DatasetCache
 
-    parser = ArgumentParser(
-        prog="unlearnbench tune",
-        description="Tune a method's hyperparameters on validation streams.",
-        exit_on_error=False,
-    )
+    parser = command_parser("tune", "Tune a method's hyperparameters on validation streams.")
     parser.add_argument("--suite", type=Path | None, default=None, help="tune suite YAML (every method, equal budget)")
     parser.add_argument("--method", type=str | None, default=None, help=f"one of: {', '.join(METHODS.names())}")
     parser.add_argument("--stream", type=str, default="classwise", help=f"one of: {', '.join(STREAMS.names())}")

@@ -29,9 +29,11 @@ What is computed (U = [u_1 … u_t] as columns, d x t)
   Q'ᵀu_t = Σ'_r⁻¹ V'_rᵀ G[:t−1, t], ER'_t = ‖Q'ᵀu_t‖²/G[t, t] (undefined at t = 1).
 - cos_prev: cosine between u_t and u_{t−1} (sign flips show oscillation).
 
-The per-request values after request t use the basis of the updates so far (u_1..u_t);
-`geometry.csv` is rewritten after every request with that basis, so the file left after request T
-holds the published definition (docs/diagnostics.md) with U = [u_1 … u_T].
+The per-request values after request t use the basis of the updates so far (u_1..u_t): the metrics
+row's `er_r1`, `co_1`, `r90`. `geometry.csv` is rewritten after every request with that basis, so the
+file left after request T holds every row in the basis U = [u_1 … u_T]; its columns are named
+`er_all_r1`, `co_all_1`, `r90_all` because they are other numbers than the rows' (at t = 1 the row's
+`er_r1` is 1 by construction, the final file's `er_all_r1` of row 1 is not). docs/diagnostics.md.
 
 Methods that do not train by gradient descent
 ---------------------------------------------
@@ -326,15 +328,15 @@ def geometry_table(rows: np.ndarray, *, chunk_bytes: int = CHUNK_BYTES) -> list[
     r90 = spectrum.r_energy()
     signs = column_signs(rows, spectrum, max(RANKS))
     co = coordinates(spectrum, max(RANKS), signs)
-    ratios = {f"er_r{r}": energy_ratio(G, spectrum, r) for r in RANKS}
-    ratios["er_r90"] = energy_ratio(G, spectrum, r90)
+    ratios = {f"er_all_r{r}": energy_ratio(G, spectrum, r) for r in RANKS}
+    ratios["er_all_r90"] = energy_ratio(G, spectrum, r90)
     table = []
     for i in range(len(G)):
         norm = math.sqrt(max(G[i, i], 0.0))
         entry: dict = {"t": i + 1, "update_norm": norm}
         entry.update({key: _finite(values[i]) for key, values in ratios.items()})
-        entry["r90"] = r90
-        entry.update({f"co_{j + 1}": _finite(co[i, j]) for j in range(max(RANKS))})
+        entry["r90_all"] = r90
+        entry.update({f"co_all_{j + 1}": _finite(co[i, j]) for j in range(max(RANKS))})
         for r in RANKS:
             entry[f"er_online_r{r}"] = _finite(online_energy_ratio(G, i + 1, r)[0])
         value, k = online_energy_ratio(G, i + 1, None)
@@ -352,18 +354,20 @@ def _finite(value) -> float | None:
     return value if math.isfinite(value) else None
 
 
-#: geometry.csv columns before the per-layer norms (`norm/<parameter name>`), in order.
+#: geometry.csv columns before the per-layer norms (`norm/<parameter name>`), in order. The `_all` columns
+#: use the basis of every update so far (u_1..u_T once the run is done), so row s changes as requests
+#: follow; the `_online` columns and `cos_prev` depend on u_1..u_s only and never change.
 COLUMNS = (
     "t",
     "update_norm",
-    "er_r1",
-    "er_r2",
-    "er_r3",
-    "er_r90",
-    "r90",
-    "co_1",
-    "co_2",
-    "co_3",
+    "er_all_r1",
+    "er_all_r2",
+    "er_all_r3",
+    "er_all_r90",
+    "r90_all",
+    "co_all_1",
+    "co_all_2",
+    "co_all_3",
     "er_online_r1",
     "er_online_r2",
     "er_online_r3",
@@ -371,8 +375,15 @@ COLUMNS = (
     "r90_online",
     "cos_prev",
 )
-#: The geometry keys copied into the method's metrics row of request t.
-ROW_KEYS = tuple(c for c in COLUMNS if c not in ("t", "update_norm"))
+#: The geometry keys of the method's metrics row of request t -> the table column they are read from, in the
+#: row of t while the basis is u_1..u_t: `er_r1` is ER_t as it was at request t, which the `er_all_r1` of
+#: row t in the final geometry.csv no longer is (its basis holds the later updates too).
+ROW_KEYS = {
+    **{f"er_r{r}": f"er_all_r{r}" for r in (*RANKS, 90)},
+    "r90": "r90_all",
+    **{f"co_{j}": f"co_all_{j}" for j in range(1, max(RANKS) + 1)},
+    **{c: c for c in COLUMNS if "online" in c or c == "cos_prev"},
+}
 
 
 def compute_geometry(store: UpdateStore, t: int) -> list[dict]:
@@ -423,7 +434,7 @@ class GeometryRecorder:
             return empty | {"geometry_note": self.not_applicable or "no trainable parameters"}
         table = compute_geometry(self.store, t)
         write_text_atomic(self.directory / GEOMETRY_FILE, geometry_csv(table))
-        return empty | {key: table[-1][key] for key in ROW_KEYS}
+        return empty | {key: table[-1][column] for key, column in ROW_KEYS.items()}
 
 
 def read_geometry_csv(path: Path) -> list[dict]:
@@ -433,7 +444,7 @@ def read_geometry_csv(path: Path) -> list[dict]:
     with open(path, newline="") as f:
         return [
             {
-                k: (None if v == "" else (int(v) if k in ("t", "r90", "r90_online") else float(v)))
+                k: (None if v == "" else (int(v) if k in ("t", "r90_all", "r90_online") else float(v)))
                 for k, v in row.items()
             }
             for row in csv.DictReader(f)

@@ -150,14 +150,18 @@ class WandbRunLogger(RunLogger):
             table = wandb.Table(columns=columns, data=rows)
             logged: dict[str, Any] = {"geometry/table": table}
             ts = [entry["t"] for entry in geometry]
-            ers = [c for c in ("er_r1", "er_r2", "er_r3", "er_r90") if c in columns]
+            ers = [c for c in ("er_all_r1", "er_all_r2", "er_all_r3", "er_all_r90") if c in columns]
             if ers:
                 ys = [[entry.get(c) if entry.get(c) is not None else math.nan for entry in geometry] for c in ers]
-                logged["geometry/er"] = wandb.plot.line_series(xs=ts, ys=ys, keys=ers, title="ER_t", xname="t")
-            cos = [c for c in ("co_1", "co_2", "co_3") if c in columns]
+                logged["geometry/er"] = wandb.plot.line_series(
+                    xs=ts, ys=ys, keys=ers, title="ER_t (basis u_1..u_T)", xname="t"
+                )
+            cos = [c for c in ("co_all_1", "co_all_2", "co_all_3") if c in columns]
             if cos:
                 ys = [[entry.get(c) if entry.get(c) is not None else math.nan for entry in geometry] for c in cos]
-                logged["geometry/co"] = wandb.plot.line_series(xs=ts, ys=ys, keys=cos, title="CO_t", xname="t")
+                logged["geometry/co"] = wandb.plot.line_series(
+                    xs=ts, ys=ys, keys=cos, title="CO_t (basis u_1..u_T)", xname="t"
+                )
             if "update_norm" in columns:
                 logged["geometry/update_norm"] = wandb.plot.line(table, "t", "update_norm", title="‖u_t‖")
             run.log(logged)

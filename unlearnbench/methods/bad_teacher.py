@@ -9,6 +9,7 @@ from torch import Tensor
 from unlearnbench.data.base import Batch
 from unlearnbench.methods.base import UnlearningMethod
 from unlearnbench.methods.distill import Teacher, reinitialized
+from unlearnbench.ranges import FRACTION, POSITIVE, ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import Float, Int, space
 from unlearnbench.streams.base import StreamView, UnlearningRequest
@@ -27,6 +28,10 @@ class BadTeacher(UnlearningMethod):
     and filtered out of batches of forget ∪ retain, so batches hold about a third of 256 samples and
     an epoch takes about 3× as many steps; KL is the batch mean (the reference's `F.kl_div` default
     averages over classes too, a constant factor Adam mostly absorbs). `momentum` is unused (Adam).
+
+    Args:
+        retain_fraction: share of the retain set drawn once per request and mixed with the forget set.
+        temperature: KL temperature of both teachers.
     """
 
     batch_mode = BatchMode.MIXED
@@ -36,6 +41,7 @@ class BadTeacher(UnlearningMethod):
         retain_fraction=Float(0.05, 1.0),
         temperature=Float(0.5, 8.0, log=True),
     )
+    valid_ranges = ranges(retain_fraction=FRACTION, temperature=POSITIVE)
 
     def __init__(
         self,

@@ -19,6 +19,7 @@ from torch import Tensor, nn
 
 from unlearnbench.data.base import Batch
 from unlearnbench.errors import ConfigError
+from unlearnbench.ranges import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Range, ranges
 from unlearnbench.search_space import Distribution
 from unlearnbench.streams.base import StreamView, UnlearningRequest
 from unlearnbench.streams.batches import BatchMode
@@ -29,7 +30,15 @@ class ResumeStateError(ConfigError):
 
 
 class UnlearningMethod(L.LightningModule):
-    """Base class: SGD with momentum over the model's trainable parameters, constant learning rate."""
+    """Base class: SGD with momentum over the model's trainable parameters, constant learning rate.
+
+    Args:
+        lr: learning rate of the method's optimizer (SGD unless the method says otherwise).
+        epochs: passes over the request's batches (a method that takes no step ignores it).
+        batch_size: samples per batch of the request's loaders.
+        momentum: SGD momentum (unused by methods that use Adam or take no step).
+        weight_decay: SGD weight decay (L2 penalty on the trained parameters).
+    """
 
     batch_mode: ClassVar[BatchMode] = BatchMode.RETAIN
     #: False for methods that do not update the model by gradient steps (LOFT): guards refuse them.
@@ -40,6 +49,15 @@ class UnlearningMethod(L.LightningModule):
     #: What `unlearnbench tune` may vary: `__init__` argument -> a `search_space` record (Float, Int,
     #: Categorical). Every registered method declares one; the registry-wide test refuses a method without.
     search_space: ClassVar[Mapping[str, Distribution] | None] = None
+    #: Valid values of the `__init__` arguments (`ranges.Range`); a subclass declares its own arguments only,
+    #: its bases' ranges apply too. A run outside them is refused before any data is loaded.
+    valid_ranges: ClassVar[Mapping[str, Range]] = ranges(
+        lr=POSITIVE,
+        epochs=AT_LEAST_ONE,
+        batch_size=AT_LEAST_ONE,
+        momentum=Range(0, 1, high_open=True),
+        weight_decay=NON_NEGATIVE,
+    )
 
     def __init__(
         self,

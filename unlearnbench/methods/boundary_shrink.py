@@ -9,6 +9,7 @@ from torch import Tensor, nn
 from unlearnbench.data.base import Batch
 from unlearnbench.methods.base import UnlearningMethod
 from unlearnbench.methods.distill import Teacher
+from unlearnbench.ranges import FRACTION, ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import GRADIENT_SPACE, Float, space
 from unlearnbench.streams.base import StreamView, UnlearningRequest
@@ -40,11 +41,15 @@ class BoundaryShrink(UnlearningMethod):
     Training in train mode on forget-only batches, as the reference does, also moves the BN running
     statistics toward the forget set: at lr 1e-5 on digits that, not the weight update, is most of
     the effect on forget accuracy.
+
+    Args:
+        bound: FGSM step in [0, 1] pixel space.
     """
 
     batch_mode = BatchMode.FORGET
 
     search_space = space(GRADIENT_SPACE, bound=Float(0.01, 0.5, log=True))
+    valid_ranges = ranges(bound=FRACTION)
 
     def __init__(
         self,

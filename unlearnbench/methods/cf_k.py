@@ -10,6 +10,7 @@ from torch import Tensor
 from unlearnbench.data.base import Batch
 from unlearnbench.methods.base import UnlearningMethod
 from unlearnbench.models.blocks import last_blocks
+from unlearnbench.ranges import AT_LEAST_ONE, POSITIVE, ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import GRADIENT_SPACE, Int, space
 from unlearnbench.streams.batches import BatchMode
@@ -28,6 +29,10 @@ class CFk(UnlearningMethod):
     classifier), where the reference counts single conv/linear layers from the output; and the lr
     is constant, where the reference anneals it from 0.1 to 0.005 with cosine warm restarts.
     Frozen blocks' BN running statistics still follow the retain batches, as there.
+
+    Args:
+        k: the last k blocks (the arch's layer groups) are trained, the rest frozen.
+        clip: gradient-norm clipping threshold.
     """
 
     batch_mode = BatchMode.RETAIN
@@ -35,6 +40,7 @@ class CFk(UnlearningMethod):
     search_space = space(
         GRADIENT_SPACE, k=Int(1, 3), epochs=Int(1, 64)
     )  # Goel et al. train k blocks for tens of epochs
+    valid_ranges = ranges(k=AT_LEAST_ONE, clip=POSITIVE)
 
     def __init__(
         self,

@@ -9,6 +9,7 @@ from torch import Tensor
 
 from unlearnbench.methods.loft import LOFT
 from unlearnbench.methods.subspace import Moments, pooled
+from unlearnbench.ranges import NON_NEGATIVE, ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import Categorical, Float, space
 
@@ -27,11 +28,16 @@ class ContinualLOFT(LOFT):
     `variance`, or `s`) and kept, since U_t starts from U_{t−1}. The paper reports a 4-round
     continual experiment without a public driver; this objective is ours, and so are its defaults
     (PCA start, `stabilize=10`, lr 0.05, 200 steps: LOFT's named options, see there).
+
+    Args:
+        history: how earlier forget sets enter J: `pooled` (covariance of their union) or `weighted` (one term each).
+        lambda_hist: weight of the earlier forget sets' terms (`history=weighted`).
     """
 
     search_space = space(
         LOFT.search_space, history=Categorical(("pooled", "weighted")), lambda_hist=Float(0.1, 10.0, log=True)
     )
+    valid_ranges = ranges(lambda_hist=NON_NEGATIVE)
 
     def __init__(
         self,

@@ -8,6 +8,7 @@ from torch import Tensor
 
 from unlearnbench.data.base import Batch, InMemoryLoader
 from unlearnbench.methods.base import UnlearningMethod
+from unlearnbench.ranges import NON_NEGATIVE, POSITIVE, ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import GRADIENT_SPACE, Float, space
 from unlearnbench.streams.base import StreamView, UnlearningRequest
@@ -34,12 +35,17 @@ class CoUn(UnlearningMethod):
     augmentation of the same samples; features are `forward_head(..., pre_logits=True)`,
     L2-normalized. We had no reference code to compare with: τ = 0.5 is SimCLR's CIFAR default,
     w = 1, and lr 0.01, 10 epochs, SGD as FT (SalUn's scripts).
+
+    Args:
+        temperature: InfoNCE temperature τ.
+        contrastive_weight: weight w of the contrastive term.
     """
 
     batch_mode = BatchMode.RETAIN
     search_space = space(
         GRADIENT_SPACE, temperature=Float(0.05, 1.0, log=True), contrastive_weight=Float(0.01, 10.0, log=True)
     )
+    valid_ranges = ranges(temperature=POSITIVE, contrastive_weight=NON_NEGATIVE)
 
     def __init__(
         self,

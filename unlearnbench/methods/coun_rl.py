@@ -22,6 +22,9 @@ class CoUnRL(CoUn):
     batches and loss of `rl` (one shuffled pass over forget ∪ retain, forget labels redrawn at
     random, lr 0.013, 10 epochs as SalUn's `RL.py`) plus CoUn's contrastive term on the retain
     part of each batch. `exclude_true` as in `rl`.
+
+    Args:
+        exclude_true: draw random forget labels only from the classes other than the true one.
     """
 
     batch_mode = BatchMode.MIXED

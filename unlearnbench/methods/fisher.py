@@ -9,6 +9,7 @@ from torch import Tensor
 
 from unlearnbench.methods.base import UnlearningMethod
 from unlearnbench.methods.gradients import diagonal_fisher, on_device
+from unlearnbench.ranges import NON_NEGATIVE, ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import Float, space
 from unlearnbench.streams.base import StreamView, UnlearningRequest
@@ -33,11 +34,17 @@ class Fisher(UnlearningMethod):
     method and is not this one. The clamp at 1e-3 keeps the perturbation small; `max_std` makes it
     a setting. Per-sample gradients use `torch.func` (the reference loops over samples). No
     optimizer is involved: `epochs`, `lr`, `momentum` and `weight_decay` are not taken.
+
+    Args:
+        alpha: α in σ = min(sqrt(α/F), max_std).
+        max_std: largest noise standard deviation of a parameter.
+        head_boost: noise multiplier of parameters whose last dimension is the class count.
     """
 
     trains_by_gradient = False
 
     search_space = space(alpha=Float(1e-3, 10.0, log=True), max_std=Float(1e-4, 1.0, log=True))
+    valid_ranges = ranges(alpha=NON_NEGATIVE, max_std=NON_NEGATIVE, head_boost=NON_NEGATIVE)
 
     def __init__(self, alpha: float = 0.2, max_std: float = 1e-3, head_boost: float = 10.0, batch_size: int = 64):
         super().__init__(batch_size=batch_size)

@@ -15,6 +15,7 @@ from unlearnbench.methods.gradients import (
     summed_gradient,
     trainable,
 )
+from unlearnbench.ranges import AT_LEAST_ONE, NON_NEGATIVE, ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import Float, space
 from unlearnbench.streams.base import StreamView, UnlearningRequest
@@ -34,11 +35,16 @@ class Influence(UnlearningMethod):
     first gradient) in place of H_{m−1}⁻¹g_m for every later sample, which is not the inverse of
     any H; here H⁻¹v is exact (tested against an explicit inverse). It stores the N per-sample
     gradients (N × #parameters floats). Gradients use `torch.func`. No optimizer is involved.
+
+    Args:
+        alpha: step α along H⁻¹v.
+        samples: retain samples the WoodFisher Hessian is built from.
     """
 
     trains_by_gradient = False
 
     search_space = space(alpha=Float(1e-3, 100.0, log=True))
+    valid_ranges = ranges(alpha=NON_NEGATIVE, samples=AT_LEAST_ONE)
 
     def __init__(self, alpha: float = 0.2, samples: int = 1000, batch_size: int = 64):
         super().__init__(batch_size=batch_size)

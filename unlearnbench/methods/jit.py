@@ -7,6 +7,7 @@ from torch import Tensor
 
 from unlearnbench.data.base import Batch
 from unlearnbench.methods.base import UnlearningMethod
+from unlearnbench.ranges import AT_LEAST_ONE, POSITIVE, ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import Float, Int, space
 from unlearnbench.streams.batches import BatchMode
@@ -40,11 +41,16 @@ class JiT(UnlearningMethod):
     3e-6, which stays finite there; pass 3e-4 on CIFAR. The reference leaves the model in whatever mode its caller left it; here it
     runs in eval mode, so BatchNorm's running statistics are not rewritten from forget and noise
     images only (JiT sees nothing else).
+
+    Args:
+        sigma: standard deviation σ of the Gaussian input perturbation.
+        n_samples: perturbed copies N per batch.
     """
 
     batch_mode = BatchMode.FORGET
 
     search_space = space(lr=Float(1e-7, 1e-3, log=True), epochs=Int(1, 5), sigma=Float(1e-3, 0.5, log=True))
+    valid_ranges = ranges(sigma=POSITIVE, n_samples=AT_LEAST_ONE)
 
     def __init__(
         self,

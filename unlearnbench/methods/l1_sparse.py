@@ -8,6 +8,7 @@ from torch import Tensor
 
 from unlearnbench.data.base import Batch
 from unlearnbench.methods.base import UnlearningMethod
+from unlearnbench.ranges import NON_NEGATIVE, ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import GRADIENT_SPACE, Float, space
 from unlearnbench.streams.batches import BatchMode
@@ -26,10 +27,14 @@ class L1Sparse(UnlearningMethod):
     reused by MUNBa's code): the penalty is the l1 norm of all parameters and its weight is set
     per epoch as α·(1 − epoch/epochs), so the last epoch still uses α/epochs and the weight
     reaches 0 when training ends. α = 1e-4, lr 0.01 and 10 epochs follow the authors' scripts.
+
+    Args:
+        alpha: initial weight α of the l1 penalty (decays linearly to 0).
     """
 
     batch_mode = BatchMode.RETAIN
     search_space = space(GRADIENT_SPACE, alpha=Float(1e-6, 1e-2, log=True))
+    valid_ranges = ranges(alpha=NON_NEGATIVE)
 
     def __init__(
         self,

@@ -8,6 +8,7 @@ from torch import Tensor, nn
 
 from unlearnbench.data.base import Batch
 from unlearnbench.methods.base import UnlearningMethod, random_labels
+from unlearnbench.ranges import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import GRADIENT_SPACE, Float, space
 from unlearnbench.streams.base import StreamView, UnlearningRequest
@@ -69,10 +70,20 @@ class L2UL(UnlearningMethod):
     the model's BN statistics stay untouched (the reference uses train mode on a throwaway copy);
     training runs a fixed number of epochs (default 10) instead of repeating until forget accuracy
     is 0.
+
+    Args:
+        reg_lambda: weight λ of the MAS anchor.
+        num_adv: adversarial examples per forget sample.
+        pgd_eps: L2 radius of the PGD attack (normalized input units).
+        pgd_step: PGD step size.
+        pgd_iters: PGD iterations per adversarial example.
     """
 
     batch_mode = BatchMode.FORGET
     search_space = space(GRADIENT_SPACE, reg_lambda=Float(0.01, 10.0, log=True))
+    valid_ranges = ranges(
+        reg_lambda=NON_NEGATIVE, num_adv=AT_LEAST_ONE, pgd_eps=POSITIVE, pgd_step=POSITIVE, pgd_iters=AT_LEAST_ONE
+    )
 
     def __init__(
         self,

@@ -19,6 +19,7 @@ from unlearnbench.methods.subspace import (
     random_orthonormal,
     top_eigenvectors,
 )
+from unlearnbench.ranges import AT_LEAST_ONE, FRACTION, ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import Float, Int, space
 from unlearnbench.streams.base import StreamView, UnlearningRequest
@@ -48,10 +49,19 @@ class LOFT(UnlearningMethod):
       1.7e-15 instead of 1.4e-14, since float64 retractions stay on St(d, s) anyway.
     - lr 0.05 with 200 steps (our former schedule): from the random start it has not converged (J
       0.124/0.086, forget_acc 2.1 at request 1) in twice the steps; it needs `init="pca"`.
+
+    Args:
+        s: subspace dimension (default: the smallest that keeps `variance` of the retain trace).
+        variance: share of the retain covariance's trace the subspace keeps when `s` is not given.
+        steps: full-batch RiemannianAdam steps per request.
+        init: U's start: `random` orthonormal frame or `pca` (top-s principal directions of the retain features).
+        stabilize: re-project U onto the Stiefel manifold every this many steps (default: never).
+        fuse: fold UUᵀ into the head weights (same logits).
     """
 
     trains_by_gradient = False
     search_space = space(lr=Float(1e-3, 20.0, log=True), steps=Int(20, 400, log=True), variance=Float(0.5, 0.99))
+    valid_ranges = ranges(s=AT_LEAST_ONE, variance=FRACTION, steps=AT_LEAST_ONE, stabilize=AT_LEAST_ONE)
 
     def __init__(
         self,

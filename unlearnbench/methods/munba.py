@@ -8,6 +8,7 @@ from torch import Tensor
 
 from unlearnbench.data.base import Batch
 from unlearnbench.methods.base import UnlearningMethod, random_labels
+from unlearnbench.ranges import POSITIVE, ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import GRADIENT_SPACE, Categorical, Float, space
 from unlearnbench.streams.base import StreamView, UnlearningRequest
@@ -49,10 +50,15 @@ class MUNBa(UnlearningMethod):
     weight decay 5e-4 as in its arguments. The reference zips the two loaders, so once the forget
     loader runs out it takes plain retain CE steps without clipping; that is `cycle_forget=False`.
     By default (`cycle_forget=True`) the forget batches are cycled and every step bargains.
+
+    Args:
+        cycle_forget: cycle the forget batches so every step bargains (false: the reference's zip).
+        clip: gradient-norm clipping threshold.
     """
 
     batch_mode = BatchMode.PAIRED
     search_space = space(GRADIENT_SPACE, clip=Float(0.1, 10.0, log=True), cycle_forget=Categorical((True, False)))
+    valid_ranges = ranges(clip=POSITIVE)
 
     def __init__(
         self,

@@ -30,6 +30,10 @@ class RandomLabel(UnlearningMethod):
     Measured on the default digits class-wise stream (seed 0): `forget_then_retain` leaves forget_acc
     at 98.6–100 over requests 1–4 (one relabelled forget step per epoch, then ~5 retain steps that
     undo it; SalUn alike), `mixed` takes it to 0.7/17.2/1.4/0.0/0.0.
+
+    Args:
+        batches: batch order: `forget_then_retain` (reference, 10 classes) or `mixed` (one shuffled pass).
+        exclude_true: draw random forget labels only from the classes other than the true one.
     """
 
     search_space = space(GRADIENT_SPACE, exclude_true=Categorical((False, True)))

@@ -49,6 +49,10 @@ class RUM(UnlearningMethod):
     batches are built once, mixed forget ∪ retain in batches of `batch_size`, and each stage sees
     only its own group's forget samples in them. A stage's `prepare` (SalUn's mask) runs inside
     `unlearn`, after the previous stage, so it is timed in rte_s, not prepare_s.
+
+    Args:
+        stages: a method per memorization group, least memorized first (`none`: left alone).
+        stage_args: arguments per stage method name, over its defaults.
     """
 
     batch_mode = BatchMode.MIXED

@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from unlearnbench.methods.rl import RandomLabel
+from unlearnbench.ranges import FRACTION, ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import Float, space
 from unlearnbench.streams.base import StreamView, UnlearningRequest
@@ -26,9 +27,13 @@ class SalUn(RandomLabel):
     masked-out weights are restored and their momentum zeroed, so they and their optimizer state stay
     exactly fixed, as the reference does since a6e89fd ("Fix weight decay"; before it only the gradient
     was masked, and weight decay and momentum still moved masked-out weights).
+
+    Args:
+        ratio: share of the weights (largest forget-gradient magnitudes) that training may change.
     """
 
     search_space = space(RandomLabel.search_space, ratio=Float(0.1, 0.9))
+    valid_ranges = ranges(ratio=FRACTION)
 
     def __init__(
         self,

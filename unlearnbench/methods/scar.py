@@ -9,6 +9,7 @@ from torch import Tensor, nn
 from unlearnbench.data.base import Batch
 from unlearnbench.methods.base import UnlearningMethod
 from unlearnbench.methods.distill import Teacher
+from unlearnbench.ranges import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import Float, Int, space
 from unlearnbench.streams.base import StreamView, UnlearningRequest
@@ -72,6 +73,15 @@ class SCAR(UnlearningMethod):
     cannot be targets. The reference takes batch_fgt_ret_ratio + 1 steps per forget batch and stops
     early at a forget-accuracy target; here one step per forget batch for `epochs` = 6 passes,
     no early stop. Tukey's power is sign-preserving (the same on post-ReLU features).
+
+    Args:
+        lambda_1: weight λ1 of the Mahalanobis term.
+        lambda_2: weight λ2 of the distillation term.
+        delta: power δ of the Tukey transform of the features.
+        gamma1: shrinkage γ1 of the covariance's diagonal.
+        gamma2: shrinkage γ2 of the covariance's off-diagonal.
+        temperature: distillation temperature T.
+        surrogate_size: noise images drawn per request as surrogate data.
     """
 
     batch_mode = BatchMode.FORGET
@@ -82,6 +92,15 @@ class SCAR(UnlearningMethod):
         lambda_1=Float(0.1, 10.0, log=True),
         lambda_2=Float(0.5, 50.0, log=True),
         delta=Float(0.1, 1.0),
+    )
+    valid_ranges = ranges(
+        lambda_1=NON_NEGATIVE,
+        lambda_2=NON_NEGATIVE,
+        delta=POSITIVE,
+        gamma1=NON_NEGATIVE,
+        gamma2=NON_NEGATIVE,
+        temperature=POSITIVE,
+        surrogate_size=AT_LEAST_ONE,
     )
 
     def __init__(

@@ -8,6 +8,7 @@ from torch import Tensor
 from unlearnbench.data.base import Batch
 from unlearnbench.methods.base import UnlearningMethod
 from unlearnbench.methods.distill import Teacher, distill_kl
+from unlearnbench.ranges import NON_NEGATIVE, POSITIVE, ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import GRADIENT_SPACE, Float, Int, space
 from unlearnbench.streams.base import StreamView, UnlearningRequest
@@ -28,6 +29,12 @@ class SCRUB(UnlearningMethod):
     of an epoch does a max-step then a min-step, so the number of max-steps per pass is the same
     but they alternate with min-steps (the SGDA reading of the paper). Its unused SWA smoothing
     (`smoothing = 0`) is left out.
+
+    Args:
+        temperature: KL temperature T.
+        msteps: epochs (from the first) that take max-steps on forget.
+        gamma: weight γ of CE in a min-step.
+        alpha: weight α of KL in a min-step.
     """
 
     batch_mode = BatchMode.PAIRED
@@ -39,6 +46,7 @@ class SCRUB(UnlearningMethod):
         gamma=Float(0.1, 1.0),
         alpha=Float(1e-4, 1.0, log=True),
     )
+    valid_ranges = ranges(temperature=POSITIVE, msteps=NON_NEGATIVE, gamma=NON_NEGATIVE, alpha=NON_NEGATIVE)
 
     def __init__(
         self,

@@ -11,6 +11,7 @@ from torch import Tensor
 from unlearnbench.data.base import Batch
 from unlearnbench.methods.base import UnlearningMethod
 from unlearnbench.methods.ssd import importances
+from unlearnbench.ranges import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, PROBABILITY, ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import GRADIENT_SPACE, Float, space
 from unlearnbench.streams.base import StreamView, UnlearningRequest
@@ -47,11 +48,27 @@ class SFRon(UnlearningMethod):
     Where we differ: the reference runs 1500 iterations (4.3 passes over CIFAR-10's retain set);
     here the count is whole epochs over the retain set (4). Its Fisher batches are augmented; ours
     use the eval transform.
+
+    Args:
+        forget_alpha: peak weight α of the forget ascent step (cosine-decayed).
+        forget_freq: steps between forget ascent steps.
+        lambd: exponent λ of the adaptive CE.
+        gamma: Fisher-ratio threshold γ of the saliency mask.
+        max_norm: gradient-norm clip of the forget step.
+        ema_beta: fast-slow weight β (1: off).
     """
 
     batch_mode = BatchMode.PAIRED
 
     search_space = space(GRADIENT_SPACE, forget_alpha=Float(1.0, 100.0, log=True), lambd=Float(0.05, 5.0, log=True))
+    valid_ranges = ranges(
+        forget_alpha=NON_NEGATIVE,
+        forget_freq=AT_LEAST_ONE,
+        lambd=NON_NEGATIVE,
+        gamma=NON_NEGATIVE,
+        max_norm=POSITIVE,
+        ema_beta=PROBABILITY,
+    )
 
     def __init__(
         self,

@@ -10,6 +10,7 @@ from torch import Tensor, nn
 
 from unlearnbench.data.base import Batch
 from unlearnbench.methods.base import UnlearningMethod
+from unlearnbench.ranges import NON_NEGATIVE, POSITIVE, ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import Float, space
 from unlearnbench.streams.base import StreamView, UnlearningRequest
@@ -53,12 +54,17 @@ class SSD(UnlearningMethod):
     once the forget set is 1/α of the data or more (one digits class is 10%), so α must be set below
     |D|/|F| there. No optimizer is involved, so SSD takes no lr or momentum; `epochs` is accepted, like
     every method's, and ignored.
+
+    Args:
+        alpha: selection α: a weight is dampened where its forget importance exceeds α times its data importance.
+        lam: dampening λ: a selected weight is scaled by min(λ·I_D/I_f, 1).
     """
 
     trains_by_gradient = False
     #: (model, batches) -> importance per parameter name; LFSSD swaps in a label-free one
     importance = staticmethod(importances)
     search_space = space(alpha=Float(0.1, 100.0, log=True), lam=Float(0.1, 10.0, log=True))
+    valid_ranges = ranges(alpha=POSITIVE, lam=NON_NEGATIVE, epochs=NON_NEGATIVE)  # epochs: accepted, ignored
 
     def __init__(self, alpha: float = 10.0, lam: float = 1.0, batch_size: int = 64, epochs: int = 0):
         super().__init__(epochs=epochs, batch_size=batch_size)

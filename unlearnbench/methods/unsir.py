@@ -10,6 +10,7 @@ from torch import Tensor, nn
 
 from unlearnbench.data.base import Batch
 from unlearnbench.methods.base import UnlearningMethod
+from unlearnbench.ranges import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import Float, Int, space
 from unlearnbench.streams.base import StreamView, UnlearningRequest
@@ -42,6 +43,13 @@ class UNSIR(UnlearningMethod):
     learned images and spread them over the impair steps. It takes ≤ 500 retain images per class
     (all of them on digits) and repairs in batches of 128; we use all of retain and `batch_size`.
     Random streams are refused (noise is learned per class). `momentum` is unused (Adam).
+
+    Args:
+        noise_per_class: noise images learned per forgotten class.
+        noise_steps: Adam steps that learn the noise.
+        noise_lr: Adam learning rate of the noise.
+        noise_l2: weight of the noise's L2 penalty.
+        noise_samples: noise samples in the impair epoch.
     """
 
     batch_mode = BatchMode.RETAIN
@@ -52,6 +60,13 @@ class UNSIR(UnlearningMethod):
         epochs=Int(1, 3),
         noise_lr=Float(1e-3, 1.0, log=True),
         noise_l2=Float(1e-3, 1.0, log=True),
+    )
+    valid_ranges = ranges(
+        noise_per_class=AT_LEAST_ONE,
+        noise_steps=NON_NEGATIVE,
+        noise_lr=POSITIVE,
+        noise_l2=NON_NEGATIVE,
+        noise_samples=AT_LEAST_ONE,
     )
 
     def __init__(

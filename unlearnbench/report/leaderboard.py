@@ -660,11 +660,11 @@ def build_leaderboard(runs_dir: Path, out_dir: Path | None = None, plots: bool =
 
 def leaderboard_command(argv: list[str]) -> int:
     """`unlearnbench leaderboard RUNS_DIR [--out DIR] [--plots false]`; ConfigError for bad input (nothing written)."""
-    from jsonargparse import ArgumentError, ArgumentParser
+    from jsonargparse import ArgumentError
 
-    parser = ArgumentParser(
-        prog="unlearnbench leaderboard", description="Tables and plots from run directories.", exit_on_error=False
-    )
+    from unlearnbench.cli import command_parser
+
+    parser = command_parser("leaderboard", "Tables and plots from run directories.")
     parser.add_argument("runs_dir", type=Path, help="folder searched recursively for run directories")
     parser.add_argument("--out", type=Path | None, default=None, help="output folder (default RUNS_DIR/leaderboard)")
     parser.add_argument("--plots", type=bool, default=True, help="write the PNG plots")

@@ -3,7 +3,7 @@
 - `history-<method>.png`: the T x T history matrix (accuracy on F_s after request t), mean over seeds;
 - `forget_acc.png`: forget_acc after each request t, every method and the oracle (dashed);
 - `update_norm.png`: ‖u_t‖ = ‖θ_t − θ_{t−1}‖ over t (from metrics.jsonl, or geometry.csv);
-- `er.png`: ER_t (rank 1) over t, when the runs have a `geometry.csv`.
+- `er.png`: ER_t (rank 1) over t in the basis of all the run's updates (`er_all_r1` of `geometry.csv`).
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def write_group_plots(group, out_dir: Path) -> list[Path]:
         norms[entry.label] = _mean_curve([run.update_norms() for run in runs])
         geometry = [run.geometry for run in runs if run.geometry]
         if geometry:
-            ers[entry.label] = _mean_curve([[g.get("er_r1") for g in rows] for rows in geometry])
+            ers[entry.label] = _mean_curve([[g.get("er_all_r1") for g in rows] for rows in geometry])
         for run in runs:
             if all(r.get("oracle") for r in run.scored_rows):
                 oracle_forget.append([r["oracle"].get("forget_acc") for r in run.scored_rows])
@@ -92,7 +92,9 @@ def write_group_plots(group, out_dir: Path) -> list[Path]:
         title = f"‖u_t‖ = ‖θ_t − θ_(t−1)‖\n{group.title}"
         written.append(_line_plot(norms, "‖u_t‖", title, out_dir / "update_norm.png"))
     if ers:
-        written.append(_line_plot(ers, "ER_t (r = 1)", f"ER_t (rank 1)\n{group.title}", out_dir / "er.png"))
+        written.append(
+            _line_plot(ers, "ER_t (r = 1)", f"ER_t (rank 1, basis u_1..u_T)\n{group.title}", out_dir / "er.png")
+        )
     return written + heatmaps
 
 
