@@ -89,8 +89,9 @@ def test_stream_summary_forward_and_backward_failure():
         for t, (g, o) in enumerate([(1.0, 0.0), (2.0, 0.0), (4.0, 2.0)])
     ]
     summary = stream_summary(rows)
-    assert summary["forward_failure"] == pytest.approx(20.0)
-    assert summary["forward_failure_vs_oracle"] == pytest.approx(18.0)
+    assert summary["forget_drift"] == pytest.approx(20.0)
+    assert summary["forget_drift_vs_oracle"] == pytest.approx(18.0)
+    assert "forward_failure" not in summary  # no single-shot counterfactual in these rows
     regressions = [30.0 - 0.0, 5.0 - 0.0, 40.0 - 10.0]
     assert summary["backward_failure_max"] == pytest.approx(max(regressions))
     assert summary["backward_failure_mean"] == pytest.approx(np.mean(regressions))

@@ -241,6 +241,8 @@ OPTION_VALUES = {
     "size": 2,  # with the default 5 requests: 10 of digits' 10 classes, so the suite sets requests beside it
     "seed": 4,
     "oracle": "none",
+    "oracle_every": 2,
+    "single_shot_every": 0,
     "out": "elsewhere",
     "store": "a-store",
     "save_logits": True,

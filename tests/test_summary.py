@@ -34,8 +34,8 @@ def _rows(with_oracle: bool = True) -> list[dict]:
 def test_summary_against_numpy():
     summary = stream_summary(_rows())
     diagonal = np.diag(HISTORY)
-    assert summary["forward_failure"] == pytest.approx(diagonal[-1] - diagonal[0])  # 50 − 5
-    assert summary["forward_failure_vs_oracle"] == pytest.approx(45.0 - (5.0 - 3.0))
+    assert summary["forget_drift"] == pytest.approx(diagonal[-1] - diagonal[0])  # 50 − 5
+    assert summary["forget_drift_vs_oracle"] == pytest.approx(45.0 - (5.0 - 3.0))
     regressions = np.array([HISTORY[t, s] - HISTORY[s, s] for t in range(4) for s in range(t)])
     # (1,0): 7  (2,0): 25  (2,1): 1  (3,0): 35  (3,1): 17  (3,2): 11
     assert summary["backward_failure_max"] == pytest.approx(regressions.max()) == pytest.approx(35.0)
@@ -50,6 +50,42 @@ def test_summary_against_numpy():
 def test_threshold_and_missing_oracle():
     summary = stream_summary(_rows(with_oracle=False), rememorization_threshold=20.0)
     assert summary["rememorization_events"] == 2 and summary["rememorized_sets"] == 1
-    assert "forward_failure_vs_oracle" not in summary and "forget_acc_auc_oracle" not in summary
+    assert "forget_drift_vs_oracle" not in summary and "forget_acc_auc_oracle" not in summary
     single = stream_summary(_rows()[:1])
     assert single["backward_failure_max"] is None and single["rememorization_events"] == 0
+
+
+#: Single-shot forget accuracies on F_2 and F_4 (the scheduled requests), as the runner records them.
+SINGLE_SHOT_FORGET = {2: 1.0, 4: 6.0}
+
+
+def _scheduled_rows() -> list[dict]:
+    """Oracles at t = 2, 4 (`--oracle-every 2`, T = 4) and single-shot counterfactuals at the same requests."""
+    rows = _rows()
+    for row in rows:
+        if row["t"] not in SINGLE_SHOT_FORGET:
+            row["oracle"] = None
+            del row["method"]["gap"]
+            row["single_shot"] = None
+            continue
+        row["single_shot"] = {"forget_acc": SINGLE_SHOT_FORGET[row["t"]]}
+        row["method"]["forward_gain"] = row["method"]["forget_acc"] - SINGLE_SHOT_FORGET[row["t"]]
+    return rows
+
+
+def test_forward_failure_is_the_gain_over_the_single_shot_counterfactual():
+    summary = stream_summary(_scheduled_rows())
+    assert summary["single_shot_forget_acc"] == 6.0 and summary["continual_forget_acc"] == HISTORY[3, 3]
+    assert summary["forward_failure"] == pytest.approx(50.0 - 6.0)
+    assert summary["forward_failure_mean"] == pytest.approx(np.mean([8.0 - 1.0, 50.0 - 6.0]))
+    assert summary["single_shot_requests"] == 2
+    assert summary["forget_drift"] == pytest.approx(50.0 - 5.0)  # the old quantity, under its own name
+
+
+def test_sparse_oracles_are_averaged_where_they_exist_and_never_carried_over():
+    summary = stream_summary(_scheduled_rows())
+    assert summary["oracle_requests"] == 2
+    assert summary["mean_gap"] == pytest.approx(np.mean([GAPS[1], GAPS[3]]))
+    assert summary["final_oracle"] == {"forget_acc": ORACLE_FORGET[3]}
+    # no oracle at t = 1: the drift against it, and the AUC over every t, would need one there
+    assert "forget_drift_vs_oracle" not in summary and "forget_acc_auc_oracle" not in summary

@@ -194,6 +194,21 @@ def run_parser(
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--oracle", type=str, default="retrain", help="retrain (default) or none: no gap")
     parser.add_argument(
+        "--oracle_every",
+        "--oracle-every",
+        type=int,
+        default=1,
+        help="oracles (gap, oracle attack) at t = K, 2K, ... and T only (default 1: every request)",
+    )
+    parser.add_argument(
+        "--single_shot_every",
+        "--single-shot-every",
+        type=int | None,
+        default=None,
+        help="serve F_t single-shot from the pretrained model at t = K, 2K, ... and T, for the forward-failure gain "
+        "(default: where an oracle is; 0: never)",
+    )
+    parser.add_argument(
         "--mia_protocol",
         "--mia-protocol",
         type=str,
@@ -268,6 +283,8 @@ def run_config(args) -> RunConfig:
         size=args.size,
         seed=args.seed,
         oracle=args.oracle,
+        oracle_every=args.oracle_every,
+        single_shot_every=args.single_shot_every,
         mia_protocol=args.mia_protocol,
         method_args=dict(args.get(args.method) or {}),
         guards=list(args.guards),

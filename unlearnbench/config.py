@@ -75,6 +75,11 @@ class RunConfig:
     size: float | None = None
     seed: int = 0
     oracle: Literal["retrain", "none"] = "retrain"
+    #: oracles only at t = K, 2K, ... and at T (`schedule`): a T = 100 stream need not retrain 100 models
+    oracle_every: int = 1
+    #: single-shot counterfactuals at t = K, 2K, ... and T; None: at the requests with an oracle (only T
+    #: without oracles); 0: none
+    single_shot_every: int | None = None
     #: non-members the SVC attack is fit on (evaluation/mia.py): salun (test of retained classes) or loft (all test)
     mia_protocol: Literal["salun", "loft"] = "salun"
     method_args: dict = field(default_factory=dict)
@@ -161,6 +166,12 @@ class RunConfig:
             raise ConfigError(f"requests must be a whole number, got {self.requests!r}")
         if self.requests < 1:
             raise ConfigError(f"requests must be >= 1, got {self.requests!r}")
+        if not _is_int(self.oracle_every) or self.oracle_every < 1:
+            raise ConfigError(f"oracle_every must be a whole number >= 1 (1: every request), got {self.oracle_every!r}")
+        if self.single_shot_every is not None and (not _is_int(self.single_shot_every) or self.single_shot_every < 0):
+            raise ConfigError(
+                f"single_shot_every must be a whole number >= 0 (0: none), got {self.single_shot_every!r}"
+            )
         if not _is_int(self.seed) or self.seed < 0:
             raise ConfigError(f"seed must be a whole number >= 0, got {self.seed!r}")
         if self.size is not None and not (_is_number(self.size) and math.isfinite(self.size) and self.size > 0):
@@ -196,6 +207,17 @@ class RunConfig:
         tuned = self.tuned()
         return {**(tuned["hparams"] if tuned else {}), **self.method_args}
 
+    def oracle_at(self, t: int) -> bool:
+        """Whether request t is scored against an oracle (retrained at t = K, 2K, ... and T)."""
+        return self.oracle == "retrain" and scheduled(t, self.requests, self.oracle_every)
+
+    def single_shot_at(self, t: int) -> bool:
+        """Whether request t is also served single-shot from the pretrained model (its counterfactual)."""
+        every = self.single_shot_every
+        if every is None:  # the oracle's schedule, so that the gain sits beside the gap; T alone without oracles
+            every = self.oracle_every if self.oracle == "retrain" else self.requests
+        return every > 0 and scheduled(t, self.requests, every)
+
     @property
     def store_dir(self) -> Path:
         return self.store if self.store is not None else self.out / "store"
@@ -227,6 +249,10 @@ class RunConfig:
             identity["dataset_args"] = dataset_args
         if arch_args:
             identity["arch_args"] = arch_args
+        if self.oracle_every != 1:  # schedules only where they differ from the defaults, so other runs keep their names
+            identity["oracle_every"] = self.oracle_every
+        if self.single_shot_every is not None:
+            identity["single_shot_every"] = self.single_shot_every
         if self.guards:  # only when used, so unguarded runs keep their names; a list, since order matters
             identity["guards"] = [{name: self.resolved_guard_args(name)} for name in self.guards]
         tuned = self.tuned()
@@ -290,6 +316,11 @@ def check_writable_directory(path: Path) -> None:
         raise ConfigError(f"{existing} exists and is not a directory; choose another location than {path}")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise ConfigError(f"{existing} is not writable; choose another location than {path}")
+
+
+def scheduled(t: int, requests: int, every: int) -> bool:
+    """t = K, 2K, ... and always the last request T: the requests a schedule `--*-every K` covers."""
+    return t % every == 0 or t == requests
 
 
 def _is_int(value: object) -> bool:

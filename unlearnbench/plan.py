@@ -39,6 +39,8 @@ COMMON_KEYS = {
     "requests",
     "size",
     "oracle",
+    "oracle_every",
+    "single_shot_every",
     "mia_protocol",
     "recipe",
     "save_logits",

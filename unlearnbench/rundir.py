@@ -4,7 +4,10 @@ Layout (documented in the README): `config.yaml`, `manifest.json`, `labels.npz`,
 `metrics.jsonl` (one row per finished request), `history.csv`, `summary.json`,
 `logits/t###.npz` (with `--save-logits`) and `state/t###.pt` (the method after request t).
 Request t is finished when its row is in `metrics.jsonl`; its checkpoint is written first and the
-previous one removed after, so a crash anywhere leaves the checkpoint that resume needs.
+previous one removed after, so a crash anywhere leaves the checkpoint that resume needs. A row is
+appended as one line (write, flush, fsync), so the cost of a request's bookkeeping does not grow
+with t; a line cut short by a kill (no final newline) is not a finished request: readers skip it
+and the next append cuts it off.
 `metrics.jsonl` is the source of truth: `history.csv` and `summary.json` are derived from it and
 rewritten whenever they disagree with it. One process at a time works in a run directory (`.lock`,
 an `flock` released by the kernel however the process ends); a second is refused, naming the first.
@@ -122,15 +125,17 @@ class RunDirectory:
     def rows(self) -> list[dict]:
         """The finished requests' rows; a line that is not a row of request 1, 2, ... in order is refused.
 
-        Every write is atomic, so such a line is damage from outside (an edit, a copy, a disk error); resuming
-        after it, or publishing it, would give wrong numbers.
+        The last line may be torn by a kill during its append (it has no newline yet): that request
+        is not finished, so the line is skipped. Any other bad line is damage from outside (an edit,
+        a copy, a disk error); resuming after it, or publishing it, would give wrong numbers.
         """
         if not self.metrics_path.exists():
             return []
         try:
-            lines = self.metrics_path.read_text().splitlines()
+            text = self.metrics_path.read_text()
         except UnicodeDecodeError:
             raise DamagedFileError(f"{self.metrics_path} is not UTF-8 text; delete {self.path} to rerun") from None
+        lines = text.split("\n")[:-1]  # whatever follows the last newline is an unfinished append
         rows = []
         for number, line in enumerate(lines, start=1):
             if not line.strip():
@@ -151,14 +156,16 @@ class RunDirectory:
         return rows
 
     def append_row(self, row: dict) -> None:
-        rows = [*self.rows(), row]
-        write_text_atomic(self.metrics_path, "".join(json.dumps(r) + "\n" for r in rows))
-        self._write_history(rows)
-
-    def _write_history(self, rows: list[dict]) -> None:
-        text = _history_text(rows)
-        if text is not None:
-            write_text_atomic(self.path / "history.csv", text)
+        """Append request t's row to metrics.jsonl, then its line to history.csv: O(1) in t."""
+        _append_line(self.metrics_path, json.dumps(row) + "\n")
+        line = _history_line(row)
+        if line is None:
+            return
+        history = self.path / "history.csv"
+        if history.exists():
+            _append_line(history, line)
+        else:
+            write_text_atomic(history, _history_header(row) + line)
 
     def repair_derived(self, rows: list[dict], summary: dict | None = None) -> list[str]:
         """Rewrite `history.csv` (and `summary.json`, when given) where they disagree with `metrics.jsonl`.
@@ -242,14 +249,45 @@ def json_text(data: dict) -> str:
     return json.dumps(data, indent=1, allow_nan=True) + "\n"
 
 
+def _history_header(row: dict) -> str:
+    buffer = io.StringIO()
+    csv.writer(buffer).writerow(["t", *(f"F{s}" for s in range(1, len(row["method"]["history"]) + 1))])
+    return buffer.getvalue()
+
+
+def _history_line(row: dict) -> str | None:
+    """Row t of history.csv: accuracy on every F_s after request t; None for a row without history."""
+    if "history" not in row["method"]:
+        return None
+    buffer = io.StringIO()
+    csv.writer(buffer).writerow([row["t"], *(f"{value:.4f}" for value in row["method"]["history"])])
+    return buffer.getvalue()
+
+
 def _history_text(rows: list[dict]) -> str | None:
     """history.csv: row t holds accuracy on every F_s after request t (the matrix A); None without history."""
     rows = [row for row in rows if "history" in row["method"]]
     if not rows:
         return None
-    buffer = io.StringIO()
-    writer = csv.writer(buffer)
-    writer.writerow(["t", *(f"F{s}" for s in range(1, len(rows[0]["method"]["history"]) + 1))])
-    for row in rows:
-        writer.writerow([row["t"], *(f"{value:.4f}" for value in row["method"]["history"])])
-    return buffer.getvalue()
+    return _history_header(rows[0]) + "".join(_history_line(row) for row in rows)
+
+
+def _append_line(path: Path, line: str) -> None:
+    """Append one line durably (write, flush, fsync), first cutting off a line a kill left without its newline."""
+    created = not path.exists()
+    with open(path, "ab+") as f:
+        size = f.seek(0, os.SEEK_END)
+        if size:
+            f.seek(size - 1)
+            if f.read(1) != b"\n":  # a torn append: only after a kill, so reading back to its start is rare
+                f.seek(0)
+                f.truncate(f.read().rfind(b"\n") + 1)
+        f.write(line.encode())
+        f.flush()
+        os.fsync(f.fileno())
+    if created:
+        directory = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)

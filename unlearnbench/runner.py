@@ -9,6 +9,7 @@ uninterrupted one.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, replace
 from functools import partial
@@ -32,7 +33,7 @@ from unlearnbench.evaluation.evaluator import EvalLogits, compute_logits
 from unlearnbench.evaluation.geometry import GeometryRecorder
 from unlearnbench.evaluation.keys import GAP_ACC_KEYS
 from unlearnbench.evaluation.oracle_mia import request_attack, request_phi
-from unlearnbench.evaluation.scoring import avg_gap, request_scores, stream_summary
+from unlearnbench.evaluation.scoring import avg_gap, forward_gain, request_scores, stream_summary
 from unlearnbench.evaluation.updates import parameter_update, snapshot
 from unlearnbench.guards import build_guards, pack_state, unpack_state
 from unlearnbench.interrupt import Interrupted
@@ -43,7 +44,7 @@ from unlearnbench.provenance import method_code, method_code_change
 from unlearnbench.registry import METHODS
 from unlearnbench.rundir import RunDirectory
 from unlearnbench.step_loss import StepLossLogger
-from unlearnbench.store import ModelSpec, ModelStore
+from unlearnbench.store import ModelSpec, ModelStore, sha256_bytes
 from unlearnbench.streams.base import Request, RequestStream, StreamError
 from unlearnbench.training import Recipe, build_model, check_arch_args, train_from_scratch
 
@@ -171,18 +172,22 @@ class Runner:
             callbacks=[self.reporter.fit_callback(label), StepLossLogger(), *callbacks],
         )
 
-    def trained_model(self, excluded: np.ndarray, label: str) -> nn.Module:
-        """The model trained from scratch on train minus `excluded`, from the store or trained now."""
-        arch_args = check_arch_args(self.config.arch, self.config.arch_args)
-        spec = ModelSpec(
+    def model_spec(self, excluded: np.ndarray) -> ModelSpec:
+        """The store's key for the model trained from scratch on train minus `excluded`."""
+        return ModelSpec(
             self.config.dataset if self.config.split == "test" else f"{self.config.dataset}:{self.config.split}",
             self.config.arch,
             self.recipe.as_dict(),
             self.config.seed,
             tuple(excluded.tolist()),
             data=self.dataset.fingerprint,
-            arch_args=arch_args,
+            arch_args=check_arch_args(self.config.arch, self.config.arch_args),
         )
+
+    def trained_model(self, excluded: np.ndarray, label: str) -> nn.Module:
+        """The model trained from scratch on train minus `excluded`, from the store or trained now."""
+        arch_args = check_arch_args(self.config.arch, self.config.arch_args)
+        spec = self.model_spec(excluded)
         keep = np.setdiff1d(np.arange(len(self.train_labels)), excluded)
 
         def train() -> dict[str, torch.Tensor]:
@@ -212,13 +217,19 @@ class Runner:
         ) | request_phi(logits, self.train_labels, self.test_labels, request)
 
     def serve(self, request: Request) -> dict:
-        """Prepare and unlearn request t; returns the timings and update norm."""
-        method = self.method
+        """Prepare and unlearn request t with the continual method; returns the timings and update norm."""
+        label = f"unlearning {request.t}/{self.stream.num_requests}"
+        served = self.fit_request(self.method, self.guards, request, label, logged=True)
+        self.last_update = served.pop("update")  # (layout, u_t), stored by run()
+        return served
+
+    def fit_request(self, method: UnlearningMethod, guards: list, request: Request, label: str, logged: bool) -> dict:
+        """Prepare and unlearn `request` with `method` seeded from (seed, t); `logged`: its step losses are logged."""
         L.seed_everything(derived_seed(self.config.seed, request.t), verbose=False)
         before = snapshot(method)  # θ_{t−1}, for u_t = θ_t − θ_{t−1}
         start = time.perf_counter()
         view = self.stream.view()
-        for guard in self.guards:
+        for guard in guards:
             guard.before_request(method, view)
         method.prepare(request.public(), view)
         prepare_s = time.perf_counter() - start
@@ -227,9 +238,10 @@ class Runner:
         monitor = DivergenceMonitor()
 
         def fit(epochs: int) -> None:
-            label = f"unlearning {request.t}/{self.stream.num_requests}"
-            self.run_logger.begin_fit()
-            trainer = self.trainer(epochs, label, callbacks=(monitor, *self.guards), logger=self.fit_logger())
+            if logged:
+                self.run_logger.begin_fit()
+            logger = self.fit_logger() if logged else False
+            trainer = self.trainer(epochs, label, callbacks=(monitor, *guards), logger=logger)
             trainer.fit(method, datamodule=self.stream)
 
         _synchronize()
@@ -237,13 +249,75 @@ class Runner:
         method.unlearn(fit)
         _synchronize()
         rte_s = time.perf_counter() - start
-        for guard in self.guards:
+        for guard in guards:
             guard.after_request(method, view)
-        self.last_update = parameter_update(before, method)  # (layout, u_t), stored by run()
-        update = self.last_update[1]
+        layout, update = parameter_update(before, method)
         diverged = monitor.diverged or not bool(np.isfinite(update).all())
         update_norm = float(np.linalg.norm(update.astype(np.float64)))
-        return {"rte_s": rte_s, "prepare_s": prepare_s, "update_norm": update_norm, "diverged": diverged}
+        return {
+            "rte_s": rte_s,
+            "prepare_s": prepare_s,
+            "update_norm": update_norm,
+            "diverged": diverged,
+            "update": (layout, update),
+        }
+
+    def single_shot_fit(self, request: Request) -> tuple[UnlearningMethod, dict]:
+        """F_t served once from the pretrained model: a fresh method (same hyperparameters), fresh guards, t's seed.
+
+        The counterfactual of the plasticity-collapse paper's "single-task baseline": what the same
+        method does to this request when it is the first one it serves.
+        """
+        config = self.config
+        method = METHODS.get(config.method)(**config.resolved_method_args())
+        guards = build_guards(config.guards, config.guard_args)
+        model = self.trained_model(np.array([], dtype=np.int64), "pretraining")
+        method.attach(model, self.dataset.num_classes).to(self.eval_device)
+        label = f"single-shot {request.t}/{config.requests}"
+        return method, self.fit_request(method, guards, request, label, logged=False)
+
+    def single_shot_key(self, request: Request) -> str:
+        """What a single-shot result depends on: method, hyperparameters, pretrained model, F_t (and the sets
+        it is scored on), the request's seeds and the scoring protocol; never T or the requests after t."""
+        identity = self.identity
+        parts = {
+            "method": identity["method"],
+            "method_args": identity["method_args"],
+            "guards": identity.get("guards"),
+            "pretrained": self.model_spec(np.array([], dtype=np.int64)).key(),
+            "precision": identity["precision"],
+            "mia_protocol": identity["mia_protocol"],
+            "seeds": [derived_seed(self.config.seed, request.t), derived_seed(self.config.seed, request.t, 1)],
+            "forget": sha256_bytes(np.asarray(request.forget, dtype=np.int64).tobytes()),
+            "retain": sha256_bytes(np.asarray(request.retain, dtype=np.int64).tobytes()),
+            "test_retain": sha256_bytes(np.asarray(request.test_retain, dtype=np.int64).tobytes()),
+        }
+        return sha256_bytes(json.dumps(parts, sort_keys=True).encode())[:24]
+
+    def single_shot(self, request: Request, continual_scores: dict) -> dict:
+        """The single-shot scores of request t, from the store's cache or served now (and cached).
+
+        At t = 1 the continual method *is* the single-shot one (same pretrained model, request and
+        seed), so its scores are taken as they are rather than computed twice; a test checks that a
+        fresh single-shot fit gives exactly them.
+        """
+        key = self.single_shot_key(request)
+        cached = self.store.load_scores(key)
+        fits = cached is None and request.t > 1
+        if self.config.single_shot_at(request.t):  # followers fit in step with the leader, or not at all
+            self.nodes.announce(f"single-shot-{request.t}", "fit" if fits else "cached")
+        if cached is not None:
+            return cached
+        if request.t == 1:
+            scores = dict(continual_scores)
+        else:
+            method, served = self.single_shot_fit(request)
+            scores = self.score(self.logits(method), request) | {"update_norm": served["update_norm"]}
+            if served["diverged"]:
+                scores["diverged"] = True
+        scores.pop("history", None)  # the continual run's diagnostic: the single-shot model serves one request
+        self.store.save_scores(key, scores)
+        return scores
 
     def run(self) -> RunResult:
         """All T requests, resuming after the last persisted one.
@@ -304,15 +378,17 @@ class Runner:
             self.nodes.announce(f"request-{t}", "diverged" if timings["diverged"] else "ok")
             if timings.pop("diverged"):
                 row = {"t": t, "status": "diverged", "forget_classes": request.forget_classes, "method": timings}
-                run_dir.append_row(row | {"oracle": None})
+                row |= {"oracle": None, "single_shot": None}
+                run_dir.append_row(row)
                 rows.append(row)
                 self.reporter.message(f"request {t} diverged (non-finite loss or weights): the run stops here")
                 break
             method_logits = self.logits(self.method)
-            method_scores = self.score(method_logits, request) | timings | self.geometry.record(t, *self.last_update)
+            scores = self.score(method_logits, request)
+            method_scores = scores | timings | self.geometry.record(t, *self.last_update)
             row = {"t": t, "status": "ok", "forget_classes": request.forget_classes, "method": method_scores}
             row["oracle"] = oracle_logits = None
-            if config.oracle == "retrain":
+            if config.oracle_at(t):
                 oracle = self.trained_model(request.forgotten, f"oracle {t}/{config.requests} (retraining)")
                 oracle_logits = self.logits(oracle)
                 row["oracle"] = self.score(oracle_logits, request)
@@ -321,6 +397,10 @@ class Runner:
                 attack = request_attack(method_logits, oracle_logits, self.train_labels, self.test_labels, request)
                 method_scores.update(attack[0])
                 row["oracle"].update(attack[1])
+            row["single_shot"] = None
+            if config.single_shot_at(t):
+                row["single_shot"] = self.single_shot(request, scores | {"update_norm": timings["update_norm"]})
+                method_scores["forward_gain"] = forward_gain(method_scores, row["single_shot"])
             run_dir.save_state(t, self.method.resume_state() | pack_state(self.guards))
             if config.save_logits:
                 run_dir.save_logits(t, vars(method_logits), vars(oracle_logits) if oracle_logits else None)
@@ -346,8 +426,10 @@ class Runner:
             self.serve(request)
             if self.nodes.wait(f"request-{t}") == "diverged":
                 break
-            if config.oracle == "retrain":
+            if config.oracle_at(t):
                 self.trained_model(request.forgotten, f"oracle {t}/{config.requests} (retraining)")
+            if config.single_shot_at(t) and self.nodes.wait(f"single-shot-{t}") == "fit":
+                self.single_shot_fit(request)
         summary = {"requests_done": 0, "status": f"followed node 0 as node {self.nodes.rank}"}
         return RunResult(self.run_dir.path, [], summary, already_complete=start > config.requests)
 

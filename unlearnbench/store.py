@@ -9,6 +9,10 @@ and loads with `weights_only=True`, so a truncated, edited, misplaced or malicio
 metadata that is not a JSON object of UTF-8 text) is retrained, never trusted. A model with a
 non-finite weight is never stored: training that diverged is an error naming the recipe. A
 per-entry file lock makes parallel processes train each model once.
+
+The store also caches the scores of single-shot counterfactuals (`single_shot/<key>.json`, see
+`Runner.single_shot`): they depend only on the method, its hyperparameters, the pretrained model,
+the request and its seed, so a rerun or a longer stream of the same setting reads them back.
 """
 
 from __future__ import annotations
@@ -100,6 +104,22 @@ class ModelStore:
             # Not plain tensors (e.g. a pickle that would run code): never trusted, rebuilt instead.
             return None
         return state if isinstance(state, dict) and _finite(state) else None
+
+    def _scores_path(self, key: str) -> Path:
+        return self.root / "single_shot" / f"{key}.json"
+
+    def load_scores(self, key: str) -> dict | None:
+        """Cached scores written under `key`; None when absent, damaged or written for another key."""
+        try:
+            data = json.loads(self._scores_path(key).read_bytes().decode("utf-8"))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(data, dict) or data.get("key") != key or not isinstance(data.get("scores"), dict):
+            return None
+        return data["scores"]
+
+    def save_scores(self, key: str, scores: dict) -> None:
+        write_json_atomic(self._scores_path(key), {"key": key, "scores": scores})
 
     def get_or_train(self, spec: ModelSpec, train: Callable[[], dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
         """Load the entry, or train it (once across processes) and store it atomically."""

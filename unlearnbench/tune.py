@@ -199,6 +199,7 @@ class TuneSpec:
             out=self.out / "trials" / self.study_name(),
             store=self.store if self.store is not None else self.out / "store",
             logger="none",
+            single_shot_every=0,  # the objective reads the gap only: no counterfactual fits in a trial
             split="validation",
             hardware=self.hardware,
         )

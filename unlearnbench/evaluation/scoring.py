@@ -83,40 +83,77 @@ def avg_gap(method: dict, oracle: dict, keys: tuple[str, ...] = GAP_KEYS) -> flo
     return float(np.mean(gaps)) if gaps else math.nan
 
 
+def forward_gain(continual: dict, single_shot: dict) -> float | None:
+    """forward_gain_t = forget_acc(continual, F_t) − forget_acc(single-shot, F_t).
+
+    The plasticity-collapse paper's "gain": how much worse request t is forgotten by the method that
+    served t − 1 requests before it than by the same method serving it first, on the same forget set.
+    """
+    if continual.get("forget_acc") is None or single_shot.get("forget_acc") is None:
+        return None
+    return continual["forget_acc"] - single_shot["forget_acc"]
+
+
 def stream_summary(rows: list[dict], rememorization_threshold: float = 10.0) -> dict:
-    """Forward/backward failure and mean gap over a finished (or partial) stream of metric rows.
+    """Forward/backward failure, forget drift and mean gap over a finished (or partial) stream of metric rows.
+
+    Forward failure is the plasticity-collapse paper's table: at the last request T, the forget
+    accuracy of the single-shot counterfactual (`single_shot_forget_acc`, the "single-task
+    baseline"), of the continual method (`continual_forget_acc`, "continual last-task") and their
+    difference `forward_failure` (= forward_gain_T); `forward_failure_mean` is the gain averaged
+    over the requests that have a single-shot counterfactual. `forget_drift` is forget_acc at T minus
+    at 1 (two different forget sets: the method's decline mixed with their difficulty), and
+    `forget_drift_vs_oracle` that minus the oracle's own drift, when oracles exist at 1 and T.
+
+    Oracles may be scheduled (`--oracle-every`): `mean_gap`/`mean_gap_acc` average over the requests
+    with an oracle (`oracle_requests` of them), `final_oracle` exists when T has one, and nothing is
+    carried over from another request.
 
     Backward failure comes in two named forms: `backward_failure_max`/`_mean`, the raw
     history[t][s] − history[s][s] (moving toward the oracle's accuracy counts as re-memorization on
-    a random stream, where the oracle itself generalizes to F_s), and, when every row has the oracle,
-    `backward_failure_vs_oracle_max`/`_mean`: history[t][s] − the oracle's history[t][s], how far above
-    a model that never saw F_s the method is on it at t (0 for the oracle by construction).
+    a random stream, where the oracle itself generalizes to F_s), and, where rows have the oracle,
+    `backward_failure_vs_oracle_max`/`_mean`: history[t][s] − the oracle's history[t][s] over those t,
+    how far above a model that never saw F_s the method is on it at t (0 for the oracle by construction).
 
     Also: `rememorization_events`, the number of pairs (t, s), s < t, with
     history[t][s] − history[s][s] > `rememorization_threshold` (accuracy points; the pair counts
     once per request t at which F_s is above its own post-request accuracy by more than that),
     `rememorized_sets` (distinct s with at least one event), and `forget_acc_auc`, the area under
-    forget_acc(t) for t = 1..T normalized by T (= its mean over the stream, in %; `_oracle` beside it).
+    forget_acc(t) for t = 1..T normalized by T (= its mean over the stream, in %; `_oracle` beside it
+    when every request has an oracle).
     """
     method = [row["method"] for row in rows]
     summary = {"requests_done": len(rows), "final": _without_history(method[-1])}
-    summary["forward_failure"] = method[-1]["forget_acc"] - method[0]["forget_acc"]
+    summary["forget_drift"] = method[-1]["forget_acc"] - method[0]["forget_acc"]
+    gains = [scores["forward_gain"] for scores in method if scores.get("forward_gain") is not None]
+    if gains:
+        summary["forward_failure_mean"] = float(np.mean(gains))
+        summary["single_shot_requests"] = len(gains)
+    if rows[-1].get("single_shot") and method[-1].get("forward_gain") is not None:
+        summary["single_shot_forget_acc"] = rows[-1]["single_shot"]["forget_acc"]
+        summary["continual_forget_acc"] = method[-1]["forget_acc"]
+        summary["forward_failure"] = method[-1]["forward_gain"]
     summary["forget_acc_auc"] = float(np.mean([scores["forget_acc"] for scores in method]))
     oracle = [row.get("oracle") for row in rows]
-    if all(oracle):
+    if oracle[-1]:
         summary["final_oracle"] = _without_history(oracle[-1])
-        oracle_change = oracle[-1]["forget_acc"] - oracle[0]["forget_acc"]
-        summary["forward_failure_vs_oracle"] = summary["forward_failure"] - oracle_change
-        summary["mean_gap"] = float(np.mean([row["method"]["gap"] for row in rows]))
-        if all(row["method"].get("gap_acc") is not None for row in rows):
-            summary["mean_gap_acc"] = float(np.mean([row["method"]["gap_acc"] for row in rows]))
+    if oracle[0] and oracle[-1]:
+        oracle_drift = oracle[-1]["forget_acc"] - oracle[0]["forget_acc"]
+        summary["forget_drift_vs_oracle"] = summary["forget_drift"] - oracle_drift
+    with_oracle = [row for row in rows if row.get("oracle")]
+    if with_oracle:
+        summary["oracle_requests"] = len(with_oracle)
+        summary["mean_gap"] = float(np.mean([row["method"]["gap"] for row in with_oracle]))
+        if all(row["method"].get("gap_acc") is not None for row in with_oracle):
+            summary["mean_gap_acc"] = float(np.mean([row["method"]["gap_acc"] for row in with_oracle]))
+    if all(oracle):
         summary["forget_acc_auc_oracle"] = float(np.mean([scores["forget_acc"] for scores in oracle]))
     pairs = [(t, s) for t in range(len(rows)) for s in range(t)]
     regressions = [method[t]["history"][s] - method[s]["history"][s] for t, s in pairs]
     summary["backward_failure_max"] = max(regressions) if regressions else None
     summary["backward_failure_mean"] = float(np.mean(regressions)) if regressions else None
-    if all(o and o.get("history") is not None for o in oracle):
-        corrected = [method[t]["history"][s] - oracle[t]["history"][s] for t, s in pairs]
+    if with_oracle and all(row["oracle"].get("history") is not None for row in with_oracle):
+        corrected = [method[t]["history"][s] - oracle[t]["history"][s] for t, s in pairs if oracle[t]]
         summary["backward_failure_vs_oracle_max"] = max(corrected) if corrected else None
         summary["backward_failure_vs_oracle_mean"] = float(np.mean(corrected)) if corrected else None
     events = [pair for pair, value in zip(pairs, regressions, strict=True) if value > rememorization_threshold]

@@ -1,0 +1,131 @@
+"""The seeds' protocol: oracle and single-shot schedules, the forward-failure gain, its cache, resume."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_limits
+
+from tests.conftest import tiny_config
+from unlearnbench.config import ConfigError
+from unlearnbench.rundir import RunDirectory
+from unlearnbench.runner import Runner
+
+TIMINGS = ("rte_s", "prepare_s")
+
+
+def _comparable(rows: list[dict]) -> list[dict]:
+    for row in rows:
+        for key in TIMINGS:
+            row["method"].pop(key, None)
+    return rows
+
+
+def test_oracles_exist_at_the_scheduled_requests_only_and_the_store_holds_exactly_those(tmp_path):
+    store = tmp_path / "store"
+    config = tiny_config(
+        tmp_path, store, "finetune", requests=7, oracle_every=3, single_shot_every=0, method_args={"epochs": 1}
+    )
+    result = Runner(config).run()
+    assert [row["t"] for row in result.rows if row["oracle"] is not None] == [3, 6, 7]
+    for row in result.rows:  # absent elsewhere: never 0, never the last oracle's values carried over
+        has_gap = {"gap", "gap_acc", "lira_auc"} & set(row["method"])
+        assert bool(has_gap) == (row["oracle"] is not None), row["t"]
+    entries = [json.loads(path.read_text()) for path in store.glob("*.json")]
+    forgotten = {t: len(Runner(config).stream.select(t).forgotten) for t in (3, 6, 7)}
+    assert sorted(entry["num_excluded"] for entry in entries) == [0, *sorted(forgotten.values())]
+    assert result.summary["oracle_requests"] == 3
+    assert result.summary["mean_gap"] == pytest.approx(
+        np.mean([result.rows[t - 1]["method"]["gap"] for t in (3, 6, 7)])
+    )
+
+
+@pytest.mark.parametrize(("option", "value"), [("oracle_every", 0), ("oracle_every", 1.5), ("single_shot_every", -1)])
+def test_a_bad_schedule_is_refused_before_anything_is_loaded(tmp_path, option, value, no_datasets):
+    with pytest.raises(ConfigError, match=option):
+        tiny_config(tmp_path, tmp_path / "store", "finetune", **{option: value}).validate()
+
+
+def test_the_schedules_default_to_the_oracles_requests_and_always_include_t(tmp_path):
+    def at(**options):
+        config = tiny_config(tmp_path, tmp_path / "store", "finetune", requests=7, **options)
+        return [t for t in range(1, 8) if config.oracle_at(t)], [t for t in range(1, 8) if config.single_shot_at(t)]
+
+    assert at() == ([1, 2, 3, 4, 5, 6, 7], [1, 2, 3, 4, 5, 6, 7])
+    assert at(oracle_every=3) == ([3, 6, 7], [3, 6, 7])
+    assert at(oracle_every=3, single_shot_every=2) == ([3, 6, 7], [2, 4, 6, 7])
+    assert at(oracle="none") == ([], [7])
+    assert at(single_shot_every=0) == ([1, 2, 3, 4, 5, 6, 7], [])
+
+
+def test_single_shot_at_t1_is_the_continual_row_and_a_fresh_single_shot_fit_gives_exactly_it(tmp_path, shared_store):
+    config = tiny_config(tmp_path, shared_store, "neggrad_plus", requests=2)
+    result = Runner(config).run()
+    first, last = result.rows
+    runner = Runner(config)
+    request = runner.stream.select(1)
+    with threadpool_limits(limits=1, user_api="blas"):  # as in Runner.run: the norm's summation order is BLAS's
+        method, served = runner.single_shot_fit(request)  # served now, not read from the cache
+    fresh = runner.score(runner.logits(method), request)
+    fresh.pop("history")
+    assert fresh | {"update_norm": served["update_norm"]} == first["single_shot"]
+    assert all(first["method"][key] == value for key, value in first["single_shot"].items())
+    assert first["method"]["forward_gain"] == 0.0
+    assert last["method"]["forward_gain"] == last["method"]["forget_acc"] - last["single_shot"]["forget_acc"]
+    assert result.summary["forward_failure"] == last["method"]["forward_gain"]
+    assert result.summary["single_shot_forget_acc"] == last["single_shot"]["forget_acc"]
+
+
+def test_single_shot_results_are_cached_for_reruns_and_longer_streams(tmp_path, shared_store, monkeypatch):
+    Runner(tiny_config(tmp_path / "short", shared_store, "finetune", requests=2)).run()
+    fits = []
+    original = Runner.single_shot_fit
+
+    def counting(self, request):
+        fits.append(request.t)
+        return original(self, request)
+
+    monkeypatch.setattr(Runner, "single_shot_fit", counting)
+    longer = Runner(tiny_config(tmp_path / "long", shared_store, "finetune", requests=3)).run()
+    assert fits == [3]  # F_1 (the continual row itself) and F_2 come from the cache
+    short = RunDirectory(next((tmp_path / "short").glob("finetune-*"))).rows()
+    assert longer.rows[1]["single_shot"] == short[1]["single_shot"]
+
+
+class SimulatedCrashError(Exception):
+    """Stands in for a kill at a chosen point of the run."""
+
+
+def test_a_killed_run_with_schedules_resumes_to_identical_rows(tmp_path, shared_store, monkeypatch):
+    """Killed inside request 3's single-shot fit, with a torn row left behind: resumed, the rows are the same."""
+    options = {"requests": 4, "oracle_every": 2, "single_shot_every": 3}
+    reference = Runner(tiny_config(tmp_path / "a", tmp_path / "store_a", "rl", **options)).run()
+    # The same store without its cached single-shot scores, so the resumed run serves them again.
+    shutil.copytree(tmp_path / "store_a", tmp_path / "store_b", ignore=shutil.ignore_patterns("single_shot"))
+    config = tiny_config(tmp_path / "b", tmp_path / "store_b", "rl", **options)
+    original = Runner.single_shot_fit
+
+    def crash(self, request):
+        if request.t == 3:
+            metrics = self.run_dir.metrics_path
+            metrics.write_text(metrics.read_text() + '{"t": 3, "stat')  # a kill in the middle of an append
+            raise SimulatedCrashError
+        return original(self, request)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Runner, "single_shot_fit", crash)
+        with pytest.raises(SimulatedCrashError):
+            Runner(config).run()
+    partial = Runner(config)
+    assert len(partial.run_dir.rows()) == 2  # the torn line is not a finished request
+    resumed = partial.run()
+    assert [row["t"] for row in resumed.rows if row["oracle"]] == [2, 4]
+    assert [row["t"] for row in resumed.rows if row["single_shot"]] == [3, 4]
+    assert _comparable(RunDirectory(resumed.run_dir).rows()) == _comparable(RunDirectory(reference.run_dir).rows())
+    assert (resumed.run_dir / "history.csv").read_text() == (reference.run_dir / "history.csv").read_text()
+    assert json.loads((resumed.run_dir / "summary.json").read_text()) | {"final": None} == json.loads(
+        (reference.run_dir / "summary.json").read_text()
+    ) | {"final": None}
