@@ -165,8 +165,28 @@ def run_parser(
         help="classes per request (classwise, default 1) or fraction "
         "of the train set per request (random, default 0.01)",
     )
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="the seed of everything the parts below leave unset")
+    parser.add_argument(
+        "--train_seed", "--train-seed", type=int | None, default=None, help="pretraining and oracles (default --seed)"
+    )
+    parser.add_argument(
+        "--unlearn_seed",
+        "--unlearn-seed",
+        type=int | None,
+        default=None,
+        help="the method's randomness and batch order (default --seed)",
+    )
+    parser.add_argument(
+        "--stream_seed", "--stream-seed", type=int | None, default=None, help="the stream's manifest (default --seed)"
+    )
     parser.add_argument("--oracle", type=str, default="retrain", help="retrain (default) or none: no gap")
+    parser.add_argument(
+        "--oracle_seeds",
+        "--oracle-seeds",
+        type=int,
+        default=1,
+        help="K oracles per request, train seeds train_seed..train_seed+K-1 (RMIA references; ε score)",
+    )
     parser.add_argument(
         "--mia_protocol",
         "--mia-protocol",
@@ -227,7 +247,11 @@ def run_config(args) -> RunConfig:
         requests=args.requests,
         size=args.size,
         seed=args.seed,
+        train_seed=args.train_seed,
+        unlearn_seed=args.unlearn_seed,
+        stream_seed=args.stream_seed,
         oracle=args.oracle,
+        oracle_seeds=args.oracle_seeds,
         mia_protocol=args.mia_protocol,
         method_args=dict(args.get(args.method) or {}),
         guards=list(args.guards),

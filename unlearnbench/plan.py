@@ -39,6 +39,10 @@ COMMON_KEYS = {
     "requests",
     "size",
     "oracle",
+    "oracle_seeds",
+    "train_seed",
+    "unlearn_seed",
+    "stream_seed",
     "mia_protocol",
     "recipe",
     "save_logits",
@@ -371,19 +375,23 @@ def _check_data_dirs(cells: list[Cell]) -> None:
 def models_to_train(cells: list[Cell]) -> tuple[int, int]:
     """(pretrained models, oracles) a first run trains into an empty store.
 
-    One pretrained model per (dataset, arch, recipe, seed) and, when the oracle is retrained, T per
-    (those, stream, size, requests). At most: two streams whose first requests forget the same
-    samples share those oracles in the store.
+    One pretrained model per (dataset, arch, recipe, train seed) and, when the oracle is retrained,
+    T × K per (those, stream, size, requests, stream seed), K = `oracle_seeds` (train seeds
+    train_seed..train_seed+K−1, so runs whose seed ranges overlap share oracles). At most: two
+    streams whose first requests forget the same samples share those oracles in the store.
     """
-    pretrained, streams = set(), set()
+    pretrained, oracles = set(), set()
     for cell in cells:
         config = cell.config
         data = json.dumps([cell.identity.get("dataset_args"), cell.identity.get("arch_args")], sort_keys=True)
-        key = (config.dataset, data, config.arch, json.dumps(cell.identity["recipe"], sort_keys=True), config.seed)
-        pretrained.add(key)
+        setting = (config.dataset, data, config.arch, json.dumps(cell.identity["recipe"], sort_keys=True))
+        pretrained.add((*setting, config.resolved_seed("train_seed")))
         if config.oracle == "retrain":
-            streams.add((*key, config.stream, cell.identity["size"], config.requests))
-    return len(pretrained), sum(key[-1] for key in streams)
+            stream = (config.stream, cell.identity["size"], config.requests, config.resolved_seed("stream_seed"))
+            oracles.update(
+                (*setting, *stream, seed, t) for seed in config.oracle_train_seeds for t in range(config.requests)
+            )
+    return len(pretrained), len(oracles)
 
 
 def _plural(count: int, word: str) -> str:
