@@ -101,3 +101,48 @@ def test_k_oracles_are_trained_once_saved_and_used_as_rmia_references(tmp_path):
     other = Runner(tiny_config(tmp_path / "b", store, "rl", requests=1, oracle_seeds=2))
     other.run()
     assert other.store.trained == 0  # every method shares the K oracles through the store
+
+
+def test_unlearn_seeds_make_k_chains_that_differ_only_in_unlearn_seed(tmp_path):
+    from unlearnbench.plan import check_suite
+
+    suite = {"out": str(tmp_path), "seeds": [0, 2], "unlearn_seeds": 3, "methods": ["finetune"]}
+    cells = check_suite(suite)
+    assert [(c.config.seed, c.config.resolved_seed("unlearn_seed")) for c in cells] == [
+        (0, 0),
+        (0, 1),
+        (0, 2),
+        (2, 2),
+        (2, 3),
+        (2, 4),
+    ]
+    assert "unlearn_seed" not in cells[0].identity and cells[1].identity["unlearn_seed"] == 1  # chain 0: the plain run
+    assert len({c.run_dir for c in cells}) == 6
+    with pytest.raises(ConfigError, match="unlearn_seeds"):
+        check_suite({**suite, "unlearn_seeds": 0})
+
+
+@pytest.mark.slow
+def test_chain_privacy_recomputes_the_live_numbers_from_saved_logits(tmp_path):
+    """K = 3 chains (unlearn seeds 0, 1, 2) with K = 3 oracles, T = 2, saved with --save-logits."""
+    from unlearnbench.evaluation.chains import chain_privacy
+
+    store = tmp_path / "store"
+    results = [
+        Runner(
+            tiny_config(tmp_path / "runs", store, "finetune", oracle_seeds=3, save_logits=True, unlearn_seed=seed)
+        ).run()
+        for seed in range(3)
+    ]
+    privacy = chain_privacy([result.run_dir for result in results])
+    assert privacy["chains"] == 3 and len(privacy["requests"]) == 2
+    for t, request in enumerate(privacy["requests"]):
+        live = [result.rows[t]["method"] for result in results]
+        assert request["rmia_auc_chains"] == [row["rmia_auc"] for row in live]  # live == recomputed
+        assert request["tow"] == pytest.approx(np.mean([row["tow"] for row in live]))
+        assert 0 <= request["eps_forget_score"] <= 1
+        assert privacy["backward_eps"][t][t] == request["eps_forget_score"]
+        assert privacy["backward_rmia"][t][t] == pytest.approx(request["rmia_auc"])
+    assert [len(row) for row in privacy["backward_eps"]] == [1, 2]
+    with pytest.raises(ValueError, match="2 chains need 2 oracles"):
+        chain_privacy([result.run_dir for result in results[:2]])
