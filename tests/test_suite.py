@@ -240,9 +240,13 @@ OPTION_VALUES = {
     "requests": 3,
     "size": 2,  # with the default 5 requests: 10 of digits' 10 classes, so the suite sets requests beside it
     "seed": 4,
+    "train_seed": 5,
+    "unlearn_seed": 6,
+    "stream_seed": 7,
     "oracle": "none",
     "oracle_every": 2,
     "single_shot_every": 0,
+    "oracle_seeds": 3,
     "out": "elsewhere",
     "store": "a-store",
     "save_logits": True,

@@ -191,7 +191,20 @@ def run_parser(
         help="classes per request (classwise, default 1) or fraction "
         "of the train set per request (random, default 0.01)",
     )
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="the seed of everything the parts below leave unset")
+    parser.add_argument(
+        "--train_seed", "--train-seed", type=int | None, default=None, help="pretraining and oracles (default --seed)"
+    )
+    parser.add_argument(
+        "--unlearn_seed",
+        "--unlearn-seed",
+        type=int | None,
+        default=None,
+        help="the method's randomness and batch order (default --seed)",
+    )
+    parser.add_argument(
+        "--stream_seed", "--stream-seed", type=int | None, default=None, help="the stream's manifest (default --seed)"
+    )
     parser.add_argument("--oracle", type=str, default="retrain", help="retrain (default) or none: no gap")
     parser.add_argument(
         "--oracle_every",
@@ -207,6 +220,13 @@ def run_parser(
         default=None,
         help="serve F_t single-shot from the pretrained model at t = K, 2K, ... and T, for the forward-failure gain "
         "(default: where an oracle is; 0: never)",
+    )
+    parser.add_argument(
+        "--oracle_seeds",
+        "--oracle-seeds",
+        type=int,
+        default=1,
+        help="K oracles per request, train seeds train_seed..train_seed+K-1 (RMIA references; ε score)",
     )
     parser.add_argument(
         "--mia_protocol",
@@ -282,9 +302,13 @@ def run_config(args) -> RunConfig:
         requests=args.requests,
         size=args.size,
         seed=args.seed,
+        train_seed=args.train_seed,
+        unlearn_seed=args.unlearn_seed,
+        stream_seed=args.stream_seed,
         oracle=args.oracle,
         oracle_every=args.oracle_every,
         single_shot_every=args.single_shot_every,
+        oracle_seeds=args.oracle_seeds,
         mia_protocol=args.mia_protocol,
         method_args=dict(args.get(args.method) or {}),
         guards=list(args.guards),

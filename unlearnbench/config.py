@@ -73,13 +73,21 @@ class RunConfig:
     arch_args: dict = field(default_factory=dict)
     requests: int = 5
     size: float | None = None
+    #: the seed of everything: pretraining and oracles, the method's randomness, the stream, the attacks' subsampling
     seed: int = 0
+    #: override one part of `seed` (SUPREME, arXiv 2510.26714: one seed for all hides the variance of each):
+    #: pretraining and oracles (and the model store's key), the method's randomness and batch order, the manifest
+    train_seed: int | None = None
+    unlearn_seed: int | None = None
+    stream_seed: int | None = None
     oracle: Literal["retrain", "none"] = "retrain"
     #: oracles only at t = K, 2K, ... and at T (`schedule`): a T = 100 stream need not retrain 100 models
     oracle_every: int = 1
     #: single-shot counterfactuals at t = K, 2K, ... and T; None: at the requests with an oracle (only T
     #: without oracles); 0: none
     single_shot_every: int | None = None
+    #: K oracles per request, trained with train seeds train_seed, train_seed + 1, …, train_seed + K − 1
+    oracle_seeds: int = 1
     #: non-members the SVC attack is fit on (evaluation/mia.py): salun (test of retained classes) or loft (all test)
     mia_protocol: Literal["salun", "loft"] = "salun"
     method_args: dict = field(default_factory=dict)
@@ -172,8 +180,12 @@ class RunConfig:
             raise ConfigError(
                 f"single_shot_every must be a whole number >= 0 (0: none), got {self.single_shot_every!r}"
             )
-        if not _is_int(self.seed) or self.seed < 0:
-            raise ConfigError(f"seed must be a whole number >= 0, got {self.seed!r}")
+        for name in ("seed", *SEED_PARTS):
+            value = getattr(self, name)
+            if (value is not None or name == "seed") and (not _is_int(value) or value < 0):
+                raise ConfigError(f"{name} must be a whole number >= 0, got {value!r}")
+        if not _is_int(self.oracle_seeds) or self.oracle_seeds < 1:
+            raise ConfigError(f"oracle_seeds must be a whole number >= 1, got {self.oracle_seeds!r}")
         if self.size is not None and not (_is_number(self.size) and math.isfinite(self.size) and self.size > 0):
             raise ConfigError(f"size must be a finite number > 0, got {self.size!r}")
         for name in ("download", "save_logits"):
@@ -217,6 +229,16 @@ class RunConfig:
         if every is None:  # the oracle's schedule, so that the gain sits beside the gap; T alone without oracles
             every = self.oracle_every if self.oracle == "retrain" else self.requests
         return every > 0 and scheduled(t, self.requests, every)
+
+    def resolved_seed(self, part: str) -> int:
+        """`train_seed`, `unlearn_seed` or `stream_seed`: its own value where given, else `seed`."""
+        value = getattr(self, part)
+        return self.seed if value is None else value
+
+    @property
+    def oracle_train_seeds(self) -> list[int]:
+        """The train seeds of a request's K oracles; the first is the pretrained model's own."""
+        return [self.resolved_seed("train_seed") + k for k in range(self.oracle_seeds)]
 
     @property
     def store_dir(self) -> Path:
@@ -262,6 +284,11 @@ class RunConfig:
             identity["tuned"] = marker(tuned["provenance"])
         if self.split != "test":
             identity["split"] = self.split
+        for part in SEED_PARTS:  # only where a part departs from `seed`, so `--seed S` alone keeps its name
+            if self.resolved_seed(part) != self.seed:
+                identity[part] = self.resolved_seed(part)
+        if self.oracle_seeds != 1:
+            identity["oracle_seeds"] = self.oracle_seeds
         return json.loads(json.dumps(identity, default=str))
 
     def run_path(self, identity: dict) -> Path:
@@ -305,6 +332,10 @@ class RunConfig:
         data = asdict(self)
         data["out"], data["store"] = str(self.out), str(self.store_dir)
         return data
+
+
+#: The parts of `seed` a run may set apart (`--train-seed`, `--unlearn-seed`, `--stream-seed`).
+SEED_PARTS = ("train_seed", "unlearn_seed", "stream_seed")
 
 
 def check_writable_directory(path: Path) -> None:

@@ -13,6 +13,7 @@ checked against a dataset's train-split size and class count where its registrat
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -26,7 +27,7 @@ from unlearnbench.registry import METHODS, STREAMS
 from unlearnbench.rundir import RunDirectory
 from unlearnbench.training import Recipe
 
-TOP_KEYS = {"out", "store", "leaderboard", "common", "settings", "methods", "streams", "seeds"}
+TOP_KEYS = {"out", "store", "leaderboard", "common", "settings", "methods", "streams", "seeds", "unlearn_seeds"}
 HARDWARE_KEYS = {f.name for f in fields(Hardware)}
 #: RunConfig fields a suite may set in `common` or a setting (the grid sets method, stream, seed).
 COMMON_KEYS = {
@@ -41,6 +42,10 @@ COMMON_KEYS = {
     "oracle",
     "oracle_every",
     "single_shot_every",
+    "oracle_seeds",
+    "train_seed",
+    "unlearn_seed",
+    "stream_seed",
     "mia_protocol",
     "recipe",
     "save_logits",
@@ -210,6 +215,9 @@ def suite_grid(suite: dict, out: Path | None = None, logger: str | None = None) 
         raise SuiteError(f"`seeds` must be a non-empty list of integers, got {seeds!r}")
     if len(set(seeds)) != len(seeds):
         raise SuiteError(f"`seeds` lists a seed twice: {seeds}")
+    chains = suite.get("unlearn_seeds", 1)
+    if not isinstance(chains, int) or isinstance(chains, bool) or chains < 1:
+        raise SuiteError(f"`unlearn_seeds` must be a whole number >= 1 (unlearning chains per seed), got {chains!r}")
     if "methods" not in suite:
         raise SuiteError("a suite needs `methods`")
     methods = _methods(suite["methods"])
@@ -231,9 +239,12 @@ def suite_grid(suite: dict, out: Path | None = None, logger: str | None = None) 
             if run_keys.get(key) is not None:
                 run_keys[key] = Path(run_keys[key])
         for s, stream in enumerate(streams, start=1):
-            for seed in seeds:
+            for (i, seed), chain in itertools.product(enumerate(seeds), range(chains)):
                 for m, entry in enumerate(methods, start=1):
                     values = {**run_keys, **stream}
+                    if chain:  # chain j: unlearn seed (the setting's, else the seed) + j; chain 0 is the plain run
+                        base = values.get("unlearn_seed")
+                        values["unlearn_seed"] = (seed if base is None else base) + chain
                     if entry.guards is not None:
                         values |= {"guards": entry.guards, "guard_args": entry.guard_args}
                     values["guards"] = list(values.get("guards", ()))
@@ -246,7 +257,7 @@ def suite_grid(suite: dict, out: Path | None = None, logger: str | None = None) 
                         hardware=hardware,
                         **{key: (dict(v) if isinstance(v, dict) else v) for key, v in values.items()},
                     )
-                    cells.append(GridConfig((k, s, seeds.index(seed) + 1, m), config))
+                    cells.append(GridConfig((k, s, i * chains + chain + 1, m), config))
     return cells
 
 
@@ -373,19 +384,23 @@ def _check_data_dirs(cells: list[Cell]) -> None:
 def models_to_train(cells: list[Cell]) -> tuple[int, int]:
     """(pretrained models, oracles) a first run trains into an empty store.
 
-    One pretrained model per (dataset, arch, recipe, seed) and, when the oracle is retrained, T per
-    (those, stream, size, requests). At most: two streams whose first requests forget the same
-    samples share those oracles in the store.
+    One pretrained model per (dataset, arch, recipe, train seed) and, when the oracle is retrained,
+    T × K per (those, stream, size, requests, stream seed), K = `oracle_seeds` (train seeds
+    train_seed..train_seed+K−1, so runs whose seed ranges overlap share oracles). At most: two
+    streams whose first requests forget the same samples share those oracles in the store.
     """
-    pretrained, streams = set(), set()
+    pretrained, oracles = set(), set()
     for cell in cells:
         config = cell.config
         data = json.dumps([cell.identity.get("dataset_args"), cell.identity.get("arch_args")], sort_keys=True)
-        key = (config.dataset, data, config.arch, json.dumps(cell.identity["recipe"], sort_keys=True), config.seed)
-        pretrained.add(key)
+        setting = (config.dataset, data, config.arch, json.dumps(cell.identity["recipe"], sort_keys=True))
+        pretrained.add((*setting, config.resolved_seed("train_seed")))
         if config.oracle == "retrain":
-            streams.add((*key, config.stream, cell.identity["size"], config.requests))
-    return len(pretrained), sum(key[-1] for key in streams)
+            stream = (config.stream, cell.identity["size"], config.requests, config.resolved_seed("stream_seed"))
+            oracles.update(
+                (*setting, *stream, seed, t) for seed in config.oracle_train_seeds for t in range(config.requests)
+            )
+    return len(pretrained), len(oracles)
 
 
 def _plural(count: int, word: str) -> str:

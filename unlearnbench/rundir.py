@@ -216,9 +216,11 @@ class RunDirectory:
             if path != self._state_path(t):
                 path.unlink(missing_ok=True)
 
-    def save_logits(self, t: int, method: dict[str, np.ndarray], oracle: dict[str, np.ndarray] | None) -> None:
+    def save_logits(self, t: int, method: dict[str, np.ndarray], oracles: list[dict[str, np.ndarray]]) -> None:
+        """`method_{split}`, the first oracle's `oracle_{split}` and oracle k's `oracle{k}_{split}` (k = 1..K−1)."""
         arrays = {f"method_{split}": logits for split, logits in method.items()}
-        arrays.update({f"oracle_{split}": logits for split, logits in (oracle or {}).items()})
+        for k, oracle in enumerate(oracles):
+            arrays.update({f"oracle{k or ''}_{split}": logits for split, logits in oracle.items()})
         write_atomic(self.path / "logits" / f"t{t:03d}.npz", lambda f: np.savez_compressed(f, **arrays))
 
     def record_session(self, first_request: int, method_code: dict | None = None) -> None:

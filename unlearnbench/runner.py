@@ -33,6 +33,7 @@ from unlearnbench.evaluation.evaluator import EvalLogits, compute_logits
 from unlearnbench.evaluation.geometry import GeometryRecorder
 from unlearnbench.evaluation.keys import GAP_ACC_KEYS
 from unlearnbench.evaluation.oracle_mia import request_attack, request_phi
+from unlearnbench.evaluation.privacy import request_privacy
 from unlearnbench.evaluation.scoring import avg_gap, forward_gain, request_scores, stream_summary
 from unlearnbench.evaluation.updates import parameter_update, snapshot
 from unlearnbench.guards import build_guards, pack_state, unpack_state
@@ -108,7 +109,14 @@ class Runner:
         if config.split == "validation":  # tuning: the test split is not even in memory for this run
             self.dataset = validation_view(self.dataset)
         try:
-            self.stream = RequestStream(self.dataset, config.stream, config.requests, config.size, config.seed)
+            self.stream = RequestStream(
+                self.dataset,
+                config.stream,
+                config.requests,
+                config.size,
+                config.resolved_seed("stream_seed"),
+                batch_seed=config.resolved_seed("unlearn_seed"),
+            )
         except StreamError as error:
             raise ConfigError(str(error)) from error
         try:
@@ -172,26 +180,28 @@ class Runner:
             callbacks=[self.reporter.fit_callback(label), StepLossLogger(), *callbacks],
         )
 
-    def model_spec(self, excluded: np.ndarray) -> ModelSpec:
-        """The store's key for the model trained from scratch on train minus `excluded`."""
+    def model_spec(self, excluded: np.ndarray, train_seed: int) -> ModelSpec:
+        """The store's key for the model trained from scratch on train minus `excluded` with `train_seed`."""
         return ModelSpec(
             self.config.dataset if self.config.split == "test" else f"{self.config.dataset}:{self.config.split}",
             self.config.arch,
             self.recipe.as_dict(),
-            self.config.seed,
+            train_seed,
             tuple(excluded.tolist()),
             data=self.dataset.fingerprint,
             arch_args=check_arch_args(self.config.arch, self.config.arch_args),
         )
 
-    def trained_model(self, excluded: np.ndarray, label: str) -> nn.Module:
-        """The model trained from scratch on train minus `excluded`, from the store or trained now."""
+    def trained_model(self, excluded: np.ndarray, label: str, train_seed: int | None = None) -> nn.Module:
+        """The model trained from scratch on train minus `excluded` with `train_seed` (default: the run's),
+        from the store or trained now."""
         arch_args = check_arch_args(self.config.arch, self.config.arch_args)
-        spec = self.model_spec(excluded)
+        train_seed = self.config.resolved_seed("train_seed") if train_seed is None else train_seed
+        spec = self.model_spec(excluded, train_seed)
         keep = np.setdiff1d(np.arange(len(self.train_labels)), excluded)
 
         def train() -> dict[str, torch.Tensor]:
-            seed = derived_seed(self.config.seed, 0)
+            seed = derived_seed(train_seed, 0)
             make_trainer = partial(self.trainer, label=label)
             return train_from_scratch(
                 self.dataset, self.config.arch, self.recipe, keep, seed, make_trainer, arch_args
@@ -200,6 +210,14 @@ class Runner:
         model = build_model(self.config.arch, self.dataset, arch_args)
         model.load_state_dict(self.nodes.get_or_train(self.store, spec, train))
         return model.eval()
+
+    def oracle(self, request: Request, k: int) -> nn.Module:
+        """Oracle k of the request (`--oracle-seeds`: train seed train_seed + k), trained once into the store."""
+        seeds = self.config.oracle_train_seeds
+        which = f", train seed {k + 1}/{len(seeds)}" if len(seeds) > 1 else ""
+        return self.trained_model(
+            request.forgotten, f"oracle {request.t}/{self.config.requests} (retraining{which})", seeds[k]
+        )
 
     def logits(self, model: nn.Module) -> EvalLogits:
         return compute_logits(model.to(self.eval_device), self.dataset)
@@ -224,8 +242,8 @@ class Runner:
         return served
 
     def fit_request(self, method: UnlearningMethod, guards: list, request: Request, label: str, logged: bool) -> dict:
-        """Prepare and unlearn `request` with `method` seeded from (seed, t); `logged`: its step losses are logged."""
-        L.seed_everything(derived_seed(self.config.seed, request.t), verbose=False)
+        """Prepare and unlearn `request` with `method` seeded from (unlearn seed, t); `logged`: its step losses are logged."""
+        L.seed_everything(derived_seed(self.config.resolved_seed("unlearn_seed"), request.t), verbose=False)
         before = snapshot(method)  # θ_{t−1}, for u_t = θ_t − θ_{t−1}
         start = time.perf_counter()
         view = self.stream.view()
@@ -284,10 +302,13 @@ class Runner:
             "method": identity["method"],
             "method_args": identity["method_args"],
             "guards": identity.get("guards"),
-            "pretrained": self.model_spec(np.array([], dtype=np.int64)).key(),
+            "pretrained": self.model_spec(np.array([], dtype=np.int64), self.config.resolved_seed("train_seed")).key(),
             "precision": identity["precision"],
             "mia_protocol": identity["mia_protocol"],
-            "seeds": [derived_seed(self.config.seed, request.t), derived_seed(self.config.seed, request.t, 1)],
+            "seeds": [
+                derived_seed(self.config.resolved_seed("unlearn_seed"), request.t),
+                derived_seed(self.config.seed, request.t, 1),  # the attacks' subsampling (`score`)
+            ],
             "forget": sha256_bytes(np.asarray(request.forget, dtype=np.int64).tobytes()),
             "retain": sha256_bytes(np.asarray(request.retain, dtype=np.int64).tobytes()),
             "test_retain": sha256_bytes(np.asarray(request.test_retain, dtype=np.int64).tobytes()),
@@ -387,23 +408,28 @@ class Runner:
             scores = self.score(method_logits, request)
             method_scores = scores | timings | self.geometry.record(t, *self.last_update)
             row = {"t": t, "status": "ok", "forget_classes": request.forget_classes, "method": method_scores}
-            row["oracle"] = oracle_logits = None
+            row["oracle"], oracles = None, []
             if config.oracle_at(t):
-                oracle = self.trained_model(request.forgotten, f"oracle {t}/{config.requests} (retraining)")
-                oracle_logits = self.logits(oracle)
+                oracles = [self.logits(self.oracle(request, k)) for k in range(config.oracle_seeds)]
+                oracle_logits = oracles[0]
                 row["oracle"] = self.score(oracle_logits, request)
                 method_scores["gap"] = avg_gap(method_scores, row["oracle"])
                 method_scores["gap_acc"] = avg_gap(method_scores, row["oracle"], GAP_ACC_KEYS)
                 attack = request_attack(method_logits, oracle_logits, self.train_labels, self.test_labels, request)
                 method_scores.update(attack[0])
                 row["oracle"].update(attack[1])
+                privacy = request_privacy(
+                    method_logits, oracles, method_scores, row["oracle"], self.train_labels, self.test_labels, request
+                )
+                method_scores.update(privacy[0])
+                row["oracle"].update(privacy[1])
             row["single_shot"] = None
             if config.single_shot_at(t):
                 row["single_shot"] = self.single_shot(request, scores | {"update_norm": timings["update_norm"]})
                 method_scores["forward_gain"] = forward_gain(method_scores, row["single_shot"])
             run_dir.save_state(t, self.method.resume_state() | pack_state(self.guards))
             if config.save_logits:
-                run_dir.save_logits(t, vars(method_logits), vars(oracle_logits) if oracle_logits else None)
+                run_dir.save_logits(t, vars(method_logits), [vars(logits) for logits in oracles])
             run_dir.append_row(row)
             self.run_logger.log_request(row)
             run_dir.drop_states_before(t)
@@ -426,8 +452,8 @@ class Runner:
             self.serve(request)
             if self.nodes.wait(f"request-{t}") == "diverged":
                 break
-            if config.oracle_at(t):
-                self.trained_model(request.forgotten, f"oracle {t}/{config.requests} (retraining)")
+            for k in range(config.oracle_seeds if config.oracle_at(t) else 0):
+                self.oracle(request, k)
             if config.single_shot_at(t) and self.nodes.wait(f"single-shot-{t}") == "fit":
                 self.single_shot_fit(request)
         summary = {"requests_done": 0, "status": f"followed node 0 as node {self.nodes.rank}"}

@@ -33,6 +33,7 @@ streams:                   # a kind, or {stream: kind, size: ..., requests: ...}
   - {stream: classwise, size: 1}
   - {stream: random, size: 0.05}
 seeds: [0, 1]              # default [0]
+unlearn_seeds: 1           # K unlearning chains per seed (unlearn seed + 0..K-1), e.g. 8 with `oracle_seeds: 8`
 ```
 
 The grid is setting-major, then stream-major (setting, stream, seed, method), so every method of

@@ -50,9 +50,24 @@ METRIC_KEYS: dict[str, MetricKey] = {
         MetricKey("lira_tpr_at_1fpr", "% of F_t flagged at 1% false positives (None under 100 negatives)", False, True),
         MetricKey("phi_auc", "AUC of raw logit-confidence φ, F_t vs test non-members (no reference)", False, True),
         MetricKey("phi_retain_auc", "AUC of raw φ, retain vs test: how visible true membership is", False, True),
+        # Privacy numbers that compare models (evaluation/privacy.py); the oracle's RMIA value is chance, 0.5.
+        MetricKey(
+            "rmia_auc", "AUC of offline RMIA (oracles as OUT references, test as population), F_t vs test", False, True
+        ),
+        MetricKey(
+            "rmia_tpr_at_1fpr", "% of F_t RMIA flags at 1% false positives (None under 100 negatives)", False, True
+        ),
+        MetricKey(
+            "tow", "ToW: product over forget/retain/test of (1 − |acc − oracle's| / 100); 1 = the oracle", True, False
+        ),
+        MetricKey("tow_mia", "ToW with the SVC member rate in place of the forget accuracy", True, False),
+        MetricKey(
+            "eps_forget_score", "NeurIPS-2023 forget score F over N chains vs N oracles; ~1 = the oracles", True, False
+        ),
+        MetricKey("eps_score", "F · (RA / RA_oracles) · (TA / TA_oracles), the challenge's final score", True, False),
         *(
             MetricKey(f"{auc}_null_{end}", f"{side} of the 95% permutation null band of {auc}", False, False, True)
-            for auc in ("lira_auc", "phi_auc", "phi_retain_auc")
+            for auc in ("lira_auc", "rmia_auc", "phi_auc", "phi_retain_auc")
             for end, side in (("lo", "low end"), ("hi", "high end"))
         ),
         # Update geometry (evaluation/geometry.py), basis = updates u_1..u_t so far: diagnostics.

@@ -111,13 +111,23 @@ class RequestStream(L.LightningDataModule):
     resumes after a crash sees exactly the same batches.
     """
 
-    def __init__(self, dataset: ImageDataset, kind: str, num_requests: int, size: float | None = None, seed: int = 0):
+    def __init__(
+        self,
+        dataset: ImageDataset,
+        kind: str,
+        num_requests: int,
+        size: float | None = None,
+        seed: int = 0,
+        batch_seed: int | None = None,
+    ):
+        """`seed` draws the manifest; `batch_seed` (default `seed`), the unlearning's batch order."""
         super().__init__()
         self.dataset = dataset
         self.kind = kind
         self.num_requests = num_requests
         self.size = STREAMS.get(kind).default_size if size is None else size
         self.seed = seed
+        self.batch_seed = seed if batch_seed is None else batch_seed
         self.requests = build_requests(dataset, kind, num_requests, self.size, seed)
         self.current: Request = self.requests[0]
         self.batch_mode = BatchMode.RETAIN
@@ -135,7 +145,7 @@ class RequestStream(L.LightningDataModule):
         return StreamView(self)
 
     def loader_seed(self, salt: int = 0) -> int:
-        return int(np.random.default_rng([self.seed, self.current.t, salt]).integers(2**31))
+        return int(np.random.default_rng([self.batch_seed, self.current.t, salt]).integers(2**31))
 
     def loader(self, indices: np.ndarray, *, batch_size: int, augment: bool, salt: int = 0) -> InMemoryLoader:
         return self.dataset.loader(

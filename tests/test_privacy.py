@@ -1,0 +1,229 @@
+"""The ε score, offline RMIA and ToW on constructed cases with a known answer, and against transcriptions."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+from unlearnbench.evaluation.oracle_mia import auc_and_tpr
+from unlearnbench.evaluation.privacy import (
+    DELTA,
+    EPSILON_CAP,
+    bucket_points,
+    eps_score,
+    example_epsilons,
+    forget_score,
+    rmia_attack,
+    rmia_scores,
+    tow,
+    tow_scores,
+)
+
+
+def test_identical_distributions_score_one():
+    phi = np.random.default_rng(0).normal(size=(8, 40))
+    assert (example_epsilons(phi, phi.copy()) == 0).all()
+    assert forget_score(phi, phi.copy()) == 1.0
+
+
+def test_perfectly_separated_distributions_score_zero():
+    rng = np.random.default_rng(1)
+    retrained = rng.normal(size=(8, 30))
+    unlearned = retrained + 20.0  # same spread, no overlap
+    assert (example_epsilons(unlearned, retrained) == EPSILON_CAP).all()
+    assert forget_score(unlearned, retrained) == 0.0
+
+
+def test_known_overlap_by_hand():
+    """N = 3. Example 0: retrained {0, 1, 2}, unlearned {1.5, 2.5, 3.5}: the best rule errs on one model
+    each side (FPR = FNR = 1/3), so ε = log((1 − δ − 1/3) / (1/3)) = log(2 − 3δ) ≈ 0.693: bucket
+    [0.5, 1), ½ point. Example 1: the same values on both sides, ε = 0, 1 point. Example 2: no
+    overlap, ε = 50, 0 points. F = (½ + 1 + 0) / 3."""
+    retrained = np.array([[0.0, 5.0, 0.0], [1.0, 6.0, 1.0], [2.0, 7.0, 2.0]])
+    unlearned = np.array([[1.5, 5.0, 30.0], [2.5, 6.0, 31.0], [3.5, 7.0, 32.0]])
+    epsilons = example_epsilons(unlearned, retrained)
+    assert epsilons[0] == pytest.approx(math.log(2 - 3 * DELTA), rel=1e-12)
+    assert epsilons[1:].tolist() == [0.0, EPSILON_CAP]
+    assert forget_score(unlearned, retrained) == pytest.approx(0.5, abs=1e-12)
+    utility = {"retain_acc": [90.0, 90.0, 90.0], "test_acc": [70.0, 80.0, 90.0]}
+    reference = {"retain_acc": [100.0] * 3, "test_acc": [100.0] * 3}
+    scores = eps_score(unlearned, retrained, utility, reference)
+    assert scores == pytest.approx({"eps_forget_score": 0.5, "eps_score": 0.5 * 0.9 * 0.8})
+
+
+def test_peaky_unlearned_distribution_gets_the_cap():
+    retrained = np.array([[0.0], [1.0], [2.0], [3.0]])
+    unlearned = np.array([[1.5], [1.5], [1.5], [1.501]])  # range under 1% of the other's
+    assert example_epsilons(unlearned, retrained).tolist() == [EPSILON_CAP]
+
+
+def test_bucket_points_follow_the_challenge():
+    # N = 8: buckets stop at ceil(log 7) = 2, so [0, .5) 1, [.5, 1) ½, [1, 1.5) ¼, [1.5, 2) ⅛, beyond 0
+    assert [bucket_points(e, 8) for e in (0.0, 0.49, 0.5, 1.2, 1.99, 2.0, 50.0)] == [1, 1, 0.5, 0.25, 0.125, 0, 0]
+    # N = 512 (the challenge): ceil(log 511) = 7, fourteen buckets
+    assert bucket_points(6.9, 512) == 0.5**13 and bucket_points(7.0, 512) == 0
+
+
+def test_fewer_than_three_models_are_refused():
+    with pytest.raises(ValueError, match="N >= 3"):
+        forget_score(np.zeros((2, 4)), np.ones((2, 4)))
+
+
+def _reference_epsilons(pos_all: np.ndarray, neg_all: np.ndarray) -> np.ndarray:
+    """A transcription of `_get_epsilons` of google-deepmind/unlearning_evaluation `metric.py` (numpy,
+    dense comparisons of every model with every threshold, as the reference does on the GPU)."""
+    epsilons = []
+    for i in range(pos_all.shape[1]):
+        pos, neg = pos_all[:, i], neg_all[:, i]
+        pos_diff, neg_diff = np.ptp(pos), np.ptp(neg)
+        largest, smallest = max(pos_diff, neg_diff), min(pos_diff, neg_diff)
+        if smallest / largest < 0.01:
+            epsilons.append(50.0)
+            continue
+        # double threshold: the peakier side is "positive"
+        p, n = (neg, pos) if pos_diff >= neg_diff else (pos, neg)
+        width = smallest
+        lo, hi = p.min() + width - 2.0, p.max() + 2.0
+        right = np.linspace(lo, hi, int(np.ceil((hi - lo) * 100)))
+        left = np.concatenate([np.linspace(r - width - 2.0, r - width + 2.0, 400) for r in right])
+        right = np.repeat(right, 400)
+        inside_p = (left[None] <= p[:, None]) & (p[:, None] <= right[None])
+        inside_n = (left[None] <= n[:, None]) & (n[:, None] <= right[None])
+        rates_d = inside_p.mean(0), (~inside_p).mean(0), inside_n.mean(0), (~inside_n).mean(0)
+        # single threshold
+        everything = np.concatenate([pos, neg])
+        thresholds = np.linspace(everything.min(), everything.max(), int(np.ceil(np.ptp(everything) * 100)))
+        rates_s = (
+            (pos[:, None] >= thresholds).mean(0),
+            (pos[:, None] < thresholds).mean(0),
+            (neg[:, None] >= thresholds).mean(0),
+            (neg[:, None] < thresholds).mean(0),
+        )
+        tpr, fnr, fpr, tnr = (np.concatenate([d, s]) for d, s in zip(rates_d, rates_s, strict=True))
+        eps = np.zeros(len(tpr))
+        eps[(fpr + fnr == 0) & (tpr + tnr == 2)] = np.inf
+        eps[(eps == 0) & (fpr * fnr == 0)] = np.nan
+        with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN column: both logs of ≤ 0
+            bound = np.clip(
+                np.nanmax([np.log(1 - DELTA - fpr) - np.log(fnr), np.log(1 - DELTA - fnr) - np.log(fpr)], axis=0),
+                0,
+                None,
+            )
+        eps = np.where(eps == 0, bound, eps)
+        eps = eps[~np.isnan(eps)]
+        assert len(eps)
+        epsilons.append(np.nanmax(eps))
+    return np.clip(epsilons, 0, 50)
+
+
+def _reference_forget_score(unlearned: np.ndarray, retrained: np.ndarray) -> float:
+    """A transcription of `compute_forget_score_from_confs` (same file)."""
+    retrain_is_positive = np.median(retrained, axis=0) > np.median(unlearned, axis=0)
+    eps = _reference_epsilons(
+        np.where(retrain_is_positive, retrained, unlearned), np.where(retrain_is_positive, unlearned, retrained)
+    )
+    max_epsilon = np.ceil(np.log(unlearned.shape[0] - 1))
+    buckets, start, points = {}, 0.0, 1.0
+    while start + 0.5 <= max_epsilon:
+        buckets[start], points, start = points, points / 2, start + 0.5
+    score = 0.0
+    for e in eps:
+        for begin, value in buckets.items():
+            if e < begin + 0.5:
+                score += value
+                break
+    return score / unlearned.shape[1]
+
+
+@pytest.mark.parametrize("models", [3, 6])
+def test_epsilons_match_a_transcription_of_the_reference(models):
+    rng = np.random.default_rng(models)
+    examples = 25
+    retrained = rng.normal(size=(models, examples)) * rng.uniform(0.3, 2.0, examples)
+    shift = rng.choice([0.0, 0.5, 1.5, 4.0], examples)
+    unlearned = rng.normal(size=(models, examples)) * rng.uniform(0.3, 2.0, examples) + shift
+    unlearned[:, 0] = unlearned[0, 0] + np.arange(models) * 1e-4  # a peaky one
+    np.testing.assert_allclose(
+        example_epsilons(unlearned, retrained), _reference_epsilons_oriented(unlearned, retrained), rtol=1e-9
+    )
+    assert forget_score(unlearned, retrained) == pytest.approx(_reference_forget_score(unlearned, retrained))
+
+
+def _reference_epsilons_oriented(unlearned, retrained):
+    retrain_is_positive = np.median(retrained, axis=0) > np.median(unlearned, axis=0)
+    return _reference_epsilons(
+        np.where(retrain_is_positive, retrained, unlearned), np.where(retrain_is_positive, unlearned, retrained)
+    )
+
+
+def _reference_rmia(target_x, reference_x, target_z, reference_z, a=0.3):
+    """ml_privacy_meter `run_rmia` with every reference OUT: mean over z of LR(x)/LR(z) > 1."""
+    ratio_x = target_x / ((1 + a) / 2 * reference_x.mean(0) + (1 - a) / 2)
+    ratio_z = target_z / ((1 + a) / 2 * reference_z.mean(0) + (1 - a) / 2)
+    return np.average((ratio_x[:, None] / ratio_z) > 1.0, axis=1)
+
+
+def test_rmia_scores_match_the_reference_formula():
+    rng = np.random.default_rng(3)
+    target_x, target_z = rng.uniform(0.01, 1, 50), rng.uniform(0.01, 1, 200)
+    reference_x, reference_z = rng.uniform(0.01, 1, (4, 50)), rng.uniform(0.01, 1, (4, 200))
+    np.testing.assert_array_equal(
+        rmia_scores(target_x, reference_x, target_z, reference_z),
+        _reference_rmia(target_x, reference_x, target_z, reference_z),
+    )
+
+
+def test_rmia_never_compares_a_sample_with_itself():
+    target_z, reference_z = np.array([0.9, 0.5, 0.1]), np.full((1, 3), 0.5)
+    scores = rmia_scores(target_z, reference_z, target_z, reference_z, x_in_population=np.arange(3))
+    assert scores.tolist() == [1.0, 0.5, 0.0]  # of the two others: above both, one, none
+
+
+def test_rmia_auc_is_chance_between_two_oracles_and_high_for_a_memorizing_model():
+    """Two models that never saw F (alike per sample, up to noise) vs one far more confident on F only."""
+    rng = np.random.default_rng(4)
+    forget, population = 150, 400
+    reference = rng.beta(4, 2, forget), rng.beta(4, 2, population)
+
+    def auc(target):
+        positive = rmia_scores(target[0], reference[0][None], target[1], reference[1][None])
+        negative = rmia_scores(target[1], reference[1][None], target[1], reference[1][None], np.arange(population))
+        return auc_and_tpr(positive, negative)[0]
+
+    other_oracle = tuple(np.clip(p + rng.normal(0, 0.05, len(p)), 0.01, 0.99) for p in reference)
+    assert abs(auc(other_oracle) - 0.5) < 0.07
+    memorizing = (1 - (1 - reference[0]) * 0.2, other_oracle[1])
+    assert auc(memorizing) > 0.9
+
+
+def test_rmia_attack_on_logits_finds_a_forgotten_class_remembered():
+    """Class-wise: F = train samples of class 0; the target still classifies them, the oracle does not."""
+    rng = np.random.default_rng(5)
+    train_labels, test_labels = rng.integers(0, 3, 300), rng.integers(0, 3, 150)
+
+    def logits(labels, knows_class_0):
+        z = rng.normal(size=(len(labels), 3))
+        z[np.arange(len(labels)), labels] += np.where((labels == 0) & ~knows_class_0, -2.0, 3.0)
+        return z
+
+    forget = np.flatnonzero(train_labels == 0)
+    oracle = (logits(train_labels, False), logits(test_labels, False))
+    remembers = (logits(train_labels, True), logits(test_labels, False))  # F's class unseen on test
+    result = rmia_attack(remembers, [oracle], train_labels, test_labels, forget, classwise=True)
+    assert result["rmia_auc"] > 0.9 and result["rmia_auc_null_hi"] < result["rmia_auc"]
+    other_oracle = (logits(train_labels, False), logits(test_labels, False))
+    null = rmia_attack(other_oracle, [oracle], train_labels, test_labels, forget, classwise=True)
+    assert null["rmia_auc_null_lo"] < null["rmia_auc"] < null["rmia_auc_null_hi"]
+    assert null["rmia_tpr_at_1fpr"] is None  # ~50 negatives: no threshold has 1% false positives
+
+
+def test_tow_on_hand_numbers():
+    method = {"forget_acc": 10.0, "retain_acc": 90.0, "test_acc": 80.0, "mia_member_rate": 50.0}
+    oracle = {"forget_acc": 0.0, "retain_acc": 100.0, "test_acc": 85.0, "mia_member_rate": 20.0}
+    assert tow_scores(method, oracle) == pytest.approx({"tow": 0.9 * 0.9 * 0.95, "tow_mia": 0.7 * 0.9 * 0.95})
+    assert tow(oracle, oracle) == 1.0
+    assert tow({**method, "test_acc": None}, oracle) is None

@@ -1,0 +1,148 @@
+"""Decoupled seeds (train, unlearn, stream) and K oracles per request, on tiny digits runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import tiny_config
+from unlearnbench.config import ConfigError, RunConfig
+from unlearnbench.evaluation.privacy import rmia_attack
+from unlearnbench.runner import Runner
+
+
+def test_seed_alone_keeps_the_identity_it_had_before_seeds_were_split():
+    """The name (identity hash) of a `--seed 3` run as it was before the seed parts existed."""
+    config = RunConfig(method="finetune", seed=3, out=Path("runs"))
+    identity = config.identity({"lr": 0.01}, {"epochs": 2}, 1)
+    assert config.run_path(identity).name == "finetune-classwise-digits-smallcnn-T5-seed3-f78b21dc"
+    explicit = RunConfig(method="finetune", seed=3, train_seed=3, unlearn_seed=3, stream_seed=3, out=Path("runs"))
+    assert explicit.identity({"lr": 0.01}, {"epochs": 2}, 1) == identity  # the same numbers, the same run
+
+
+@pytest.mark.parametrize("part", ["train_seed", "unlearn_seed", "stream_seed"])
+def test_each_seed_part_enters_the_identity(part):
+    config = RunConfig(method="finetune", seed=3, out=Path("runs"), **{part: 4})
+    identity = config.identity({}, {}, 1)
+    assert identity[part] == 4 and identity["seed"] == 3
+    assert config.run_path(identity) != RunConfig(method="finetune", seed=3, out=Path("runs")).run_path(
+        identity | {part: 5}
+    )
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"train_seed": -1}, "train_seed must be"),
+        ({"unlearn_seed": 1.5}, "unlearn_seed"),
+        ({"oracle_seeds": 0}, ">= 1"),
+    ],
+)
+def test_bad_seed_parts_are_refused_before_loading(values, message, no_datasets, tmp_path):
+    with pytest.raises(ConfigError, match=message):
+        Runner(RunConfig(method="finetune", out=tmp_path, **values))
+    assert not any(tmp_path.iterdir())
+
+
+def _forget_sets(run_dir: Path) -> list[list[int]]:
+    return [r["forget"] for r in json.loads((run_dir / "manifest.json").read_text())["requests"]]
+
+
+def test_unlearn_seed_reuses_the_pretrained_model_and_changes_the_numbers(tmp_path):
+    store = tmp_path / "store"
+    first = Runner(tiny_config(tmp_path / "a", store, "finetune", requests=1, oracle="none"))
+    base = first.run()
+    assert first.store.trained == 1  # the pretrained model
+    again = Runner(tiny_config(tmp_path / "b", store, "finetune", requests=1, oracle="none", unlearn_seed=1))
+    other = again.run()
+    assert again.store.trained == 0  # a store hit: the train seed did not change
+    assert _forget_sets(other.run_dir) == _forget_sets(base.run_dir)  # nor did the stream
+    method = [result.rows[0]["method"] for result in (base, other)]
+    assert (method[0]["retain_acc"], method[0]["test_acc"]) != (method[1]["retain_acc"], method[1]["test_acc"])
+
+
+def test_stream_seed_changes_the_manifest_only_and_train_seed_the_model(tmp_path):
+    store = tmp_path / "store"
+    base = Runner(tiny_config(tmp_path / "a", store, "finetune", requests=2, oracle="none"))
+    stream = Runner(tiny_config(tmp_path / "b", store, "finetune", requests=2, oracle="none", stream_seed=7))
+    assert [r.forget_classes for r in base.stream.requests] != [r.forget_classes for r in stream.stream.requests]
+    base.run()
+    stream.run()
+    assert stream.store.trained == 0  # same pretrained model
+    trained = Runner(tiny_config(tmp_path / "c", store, "finetune", requests=1, oracle="none", train_seed=9))
+    trained.run()
+    assert trained.store.trained == 1
+
+
+def test_k_oracles_are_trained_once_saved_and_used_as_rmia_references(tmp_path):
+    store = tmp_path / "store"
+    runner = Runner(tiny_config(tmp_path / "a", store, "finetune", requests=1, oracle_seeds=2, save_logits=True))
+    result = runner.run()
+    assert runner.store.trained == 1 + 2  # pretrained + K oracles for each of T = 1 requests
+    labels = np.load(result.run_dir / "labels.npz")
+    manifest = json.loads((result.run_dir / "manifest.json").read_text())
+    for row in result.rows:
+        with np.load(result.run_dir / "logits" / f"t{row['t']:03d}.npz") as saved:
+            assert {"oracle_train", "oracle1_train", "oracle1_test"} <= set(saved.files)
+            assert not np.array_equal(saved["oracle_train"], saved["oracle1_train"])  # two train seeds
+            recomputed = rmia_attack(
+                (saved["method_train"], saved["method_test"]),
+                [(saved[f"{name}_train"], saved[f"{name}_test"]) for name in ("oracle", "oracle1")],
+                labels["train"],
+                labels["test"],
+                np.asarray(manifest["requests"][row["t"] - 1]["forget"]),
+                classwise=True,
+            )
+        assert {k: row["method"][k] for k in recomputed} == recomputed  # live value == recomputed value
+        assert row["oracle"]["rmia_auc"] is None and 0 <= row["method"]["tow"] <= 1
+    other = Runner(tiny_config(tmp_path / "b", store, "rl", requests=1, oracle_seeds=2))
+    other.run()
+    assert other.store.trained == 0  # every method shares the K oracles through the store
+
+
+def test_unlearn_seeds_make_k_chains_that_differ_only_in_unlearn_seed(tmp_path):
+    from unlearnbench.plan import check_suite
+
+    suite = {"out": str(tmp_path), "seeds": [0, 2], "unlearn_seeds": 3, "methods": ["finetune"]}
+    cells = check_suite(suite)
+    assert [(c.config.seed, c.config.resolved_seed("unlearn_seed")) for c in cells] == [
+        (0, 0),
+        (0, 1),
+        (0, 2),
+        (2, 2),
+        (2, 3),
+        (2, 4),
+    ]
+    assert "unlearn_seed" not in cells[0].identity and cells[1].identity["unlearn_seed"] == 1  # chain 0: the plain run
+    assert len({c.run_dir for c in cells}) == 6
+    with pytest.raises(ConfigError, match="unlearn_seeds"):
+        check_suite({**suite, "unlearn_seeds": 0})
+
+
+@pytest.mark.slow
+def test_chain_privacy_recomputes_the_live_numbers_from_saved_logits(tmp_path):
+    """K = 3 chains (unlearn seeds 0, 1, 2) with K = 3 oracles, T = 2, saved with --save-logits."""
+    from unlearnbench.evaluation.chains import chain_privacy
+
+    store = tmp_path / "store"
+    results = [
+        Runner(
+            tiny_config(tmp_path / "runs", store, "finetune", oracle_seeds=3, save_logits=True, unlearn_seed=seed)
+        ).run()
+        for seed in range(3)
+    ]
+    privacy = chain_privacy([result.run_dir for result in results])
+    assert privacy["chains"] == 3 and len(privacy["requests"]) == 2
+    for t, request in enumerate(privacy["requests"]):
+        live = [result.rows[t]["method"] for result in results]
+        assert request["rmia_auc_chains"] == [row["rmia_auc"] for row in live]  # live == recomputed
+        assert request["tow"] == pytest.approx(np.mean([row["tow"] for row in live]))
+        assert 0 <= request["eps_forget_score"] <= 1
+        assert privacy["backward_eps"][t][t] == request["eps_forget_score"]
+        assert privacy["backward_rmia"][t][t] == pytest.approx(request["rmia_auc"])
+    assert [len(row) for row in privacy["backward_eps"]] == [1, 2]
+    with pytest.raises(ValueError, match="2 chains need 2 oracles"):
+        chain_privacy([result.run_dir for result in results[:2]])

@@ -1,0 +1,115 @@
+"""Privacy over K unlearning chains and K oracles, recomputed from their `--save-logits` run directories.
+
+A chain is one run; K chains differ only in `unlearn_seed` (a suite's `unlearn_seeds: K`) and were
+run with `--oracle-seeds K --save-logits`, so they share the stream, the pretrained model and the
+K oracles of every request. Per request t this gives the ε score (N = K chains against the K
+oracles of t on F_t, `privacy.eps_score`), RMIA (each chain against every oracle of t, as live)
+and ToW; and the backward-privacy matrices: at every t, the ε forget score and the mean RMIA AUC of
+each earlier F_s (s ≤ t) against the oracles of t, which never saw F_1..F_t. A row of the ε matrix
+that falls while t grows means forgotten data becomes identifiable again as later requests are
+served; the diagonal is the per-request number.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from unlearnbench.evaluation.oracle_mia import logit_confidence
+from unlearnbench.evaluation.privacy import eps_score, forget_score, rmia_attack, tow_scores
+from unlearnbench.evaluation.scoring import accuracy
+
+
+def _load(path: Path) -> dict:
+    manifest = json.loads((path / "manifest.json").read_text())
+    rows = [json.loads(line) for line in (path / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    logits = []
+    for row in rows:
+        with np.load(path / "logits" / f"t{row['t']:03d}.npz") as saved:
+            logits.append({name: saved[name] for name in saved.files})
+    return {"manifest": manifest, "rows": rows, "logits": logits}
+
+
+def _oracles(saved: dict, split: str) -> list[np.ndarray]:
+    """The K oracles' logits of one split, in train-seed order (`RunDirectory.save_logits` names them)."""
+    count = sum(name.startswith("oracle") and name.endswith("_train") for name in saved)
+    return [saved[f"oracle{k or ''}_{split}"] for k in range(count)]
+
+
+def _phi(train_logits: Sequence[np.ndarray], labels: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    return np.stack([logit_confidence(z[indices], labels[indices]) for z in train_logits])
+
+
+def _utility(train, test, labels, retain: np.ndarray, test_retain: np.ndarray) -> dict:
+    """Retain and test accuracy (%) of each model, for the ε score's utility ratio."""
+    train_labels, test_labels = labels
+    classes = int(max(train_labels.max(), test_labels.max())) + 1
+    return {
+        "retain_acc": [accuracy(z[retain], train_labels[retain], classes) for z in train],
+        "test_acc": [accuracy(z[test_retain], test_labels[test_retain], classes) for z in test],
+    }
+
+
+def _rmia_aucs(saved: list[dict], references: list, labels, forget: np.ndarray, classwise: bool) -> list[float]:
+    return [
+        rmia_attack((z["method_train"], z["method_test"]), references, *labels, forget, classwise)["rmia_auc"]
+        for z in saved
+    ]
+
+
+def chain_privacy(paths: Sequence[Path | str]) -> dict:
+    """`requests` (per t: ε score, RMIA and ToW over the chains) and `backward_eps`/`backward_rmia` (T×T, s ≤ t).
+
+    Every chain must hold the same stream and as many oracles per request as there are chains.
+    """
+    chains = [_load(Path(path)) for path in paths]
+    forget_sets = [[r["forget"] for r in chain["manifest"]["requests"]] for chain in chains]
+    if any(sets != forget_sets[0] for sets in forget_sets):
+        raise ValueError("the chains hold different streams; run them with the same seed or stream seed")
+    saved_labels = np.load(Path(paths[0]) / "labels.npz")
+    labels = (saved_labels["train"], saved_labels["test"])
+    requests = chains[0]["manifest"]["requests"]
+    classwise = requests[0].get("forget_classes") is not None
+    forget = [np.asarray(r["forget"], dtype=np.int64) for r in requests]
+    result: dict = {"chains": len(chains), "requests": [], "backward_eps": [], "backward_rmia": []}
+    for t in range(1, min(len(chain["rows"]) for chain in chains) + 1):
+        saved = [chain["logits"][t - 1] for chain in chains]
+        oracle_train, oracle_test = _oracles(saved[0], "train"), _oracles(saved[0], "test")
+        if len(oracle_train) != len(chains):
+            raise ValueError(
+                f"{len(chains)} chains need {len(chains)} oracles per request (--oracle-seeds), got {len(oracle_train)}"
+            )
+        references = list(zip(oracle_train, oracle_test, strict=True))
+        method_train, method_test = [z["method_train"] for z in saved], [z["method_test"] for z in saved]
+        retain = np.setdiff1d(np.arange(len(labels[0])), np.concatenate(forget[:t]))
+        test_retain = np.setdiff1d(
+            np.arange(len(labels[1])), np.asarray(requests[t - 1]["test_forget"], dtype=np.int64)
+        )
+        scores = eps_score(
+            _phi(method_train, labels[0], forget[t - 1]),
+            _phi(oracle_train, labels[0], forget[t - 1]),
+            _utility(method_train, method_test, labels, retain, test_retain),
+            _utility(oracle_train, oracle_test, labels, retain, test_retain),
+        )
+        rmia = [_rmia_aucs(saved, references, labels, forget[s], classwise) for s in range(t)]
+        tows = [tow_scores(chain["rows"][t - 1]["method"], chain["rows"][t - 1]["oracle"]) for chain in chains]
+        result["requests"].append(
+            {
+                "t": t,
+                **scores,
+                "rmia_auc": float(np.mean(rmia[-1])),
+                "rmia_auc_chains": rmia[-1],
+                **{key: float(np.mean([row[key] for row in tows])) for key in ("tow", "tow_mia")},
+            }
+        )
+        result["backward_eps"].append(
+            [
+                forget_score(_phi(method_train, labels[0], forget[s]), _phi(oracle_train, labels[0], forget[s]))
+                for s in range(t)
+            ]
+        )
+        result["backward_rmia"].append([float(np.mean(aucs)) for aucs in rmia])
+    return result
