@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -109,3 +110,47 @@ def test_cli_bad_input_in_a_real_process_has_no_traceback(tmp_path):
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0 and "Traceback" not in result.stderr
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.slow
+def test_a_resumed_run_raises_none_of_lightnings_false_warnings(tmp_path, shared_store, monkeypatch):
+    """Lightning warns on every fit that modules are in eval mode (the model arrives from evaluation in
+    eval mode; frozen teachers stay so) and, on resume, that the killed session's step logs will be
+    deleted (they are being redone). Each is silenced by its message only: other warnings still show."""
+    import os
+    import signal
+    import time
+    import warnings
+
+    argv = ["run", "--method", "finetune", "--requests", "2", "--finetune.epochs", "1", "--recipe"]
+    argv += [json.dumps(FAST_RECIPE), "--out", str(tmp_path / "out"), "--store", str(shared_store)]
+    original = Runner.serve
+
+    def killed_in_request_1(self, request):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)
+
+    monkeypatch.setattr(Runner, "serve", killed_in_request_1)
+    assert main(argv) == 130  # the csv logger's folder of this session exists, its steps not yet written
+    monkeypatch.setattr(Runner, "serve", original)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(argv) == 0
+        warnings.warn("a warning of the run's own", UserWarning, stacklevel=1)
+    messages = [str(warning.message) for warning in caught]
+    assert not [m for m in messages if "in eval mode" in m or "will be deleted" in m], messages
+    assert "a warning of the run's own" in messages
+
+
+@pytest.mark.slow
+def test_quiet_prints_nothing_but_errors(tmp_path, shared_store, capfd):
+    argv = ["run", "--method", "salun", "--requests", "2", "--salun.epochs", "1", "--recipe", json.dumps(FAST_RECIPE)]
+    argv += ["--out", str(tmp_path / "out"), "--store", str(shared_store), "--quiet", "true"]
+    assert main(argv) == 0
+    assert capfd.readouterr() == ("", "")
+    with pytest.raises(SystemExit):
+        main([*argv, "--salun.ratio", "2"])
+    assert capfd.readouterr() == (
+        "",
+        "unlearnbench: error: method 'salun' argument ratio must satisfy 0 < ratio <= 1, got 2.0\n",
+    )

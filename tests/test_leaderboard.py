@@ -27,12 +27,14 @@ def fake_run(
     done: int = T,
     status: str | None = "complete",
     guards: list[dict] | None = None,
+    method_args: dict | None = None,
+    name_suffix: str = "",
 ) -> Path:
     """A run directory as the runner writes it, with random numbers; `done` requests, `status` in summary.json
     (None: no summary.json, i.e. unfinished)."""
     identity = {
         "method": method,
-        "method_args": {"lr": 0.01},
+        "method_args": method_args or {"lr": 0.01},
         "stream": "classwise",
         "size": 1,
         "requests": T,
@@ -46,7 +48,7 @@ def fake_run(
     if guards:
         identity["guards"] = guards
     name = "+".join([method, *(name for guard in guards or [] for name in guard)])
-    path = root / f"{name}-classwise-digits-smallcnn-T{T}-seed{seed}-abcd{seed}"
+    path = root / f"{name}-classwise-digits-smallcnn-T{T}-seed{seed}-abcd{seed}{name_suffix}"
     path.mkdir(parents=True)
     (path / "config.yaml").write_text(yaml.safe_dump(identity))
     (path / "manifest.json").write_text("{}")
@@ -241,3 +243,117 @@ def test_gap_acc_is_the_headline_and_validity_reads_not_significant_when_it_cont
         assert entry.cells["mia_validity"].text().endswith("n.s.") is expected
     text = (tmp_path / "board" / "leaderboard.md").read_text()
     assert "gap_acc" in text.split("| method | n | ")[1].split("|")[0]
+
+
+# ------------------------------------------------------------------- identity, marking, labels, dates, plots
+
+UNRANKED = {"forward_failure", "backward_failure_max", "rememorization_events"}
+
+
+def test_a_run_is_counted_once_however_often_it_is_reached(runs, tmp_path, capsys):
+    """A copy of a run and a folder given twice (or a subfolder of another given one) count once: n stays 3."""
+    root, made = runs
+    import shutil
+
+    copies = tmp_path / "copies"
+    shutil.copytree(made["ga"][0], copies / made["ga"][0].name)
+    assert (
+        main(["leaderboard", str(root), str(copies), str(root / made["rl"][0].name), "--out", str(tmp_path / "b")]) == 0
+    )
+    out = capsys.readouterr().out
+    assert f"not published: {made['ga'][0].name}: duplicate of " in out
+    board_runs = collect_runs([root, copies])
+    ga_runs = [run for run in board_runs if run.identity["method"] == "ga"]
+    assert len(ga_runs) == 4 and sum(run.duplicate_of is not None for run in ga_runs) == 1
+    (group,) = build_groups(board_runs)
+    ga = next(entry for entry in group.entries if entry.label == "ga")
+    assert ga.n == 3 and ga.cells["gap"].n == 3
+    assert ga.cells["gap"].mean == pytest.approx(np.mean([expected_values(p)["gap"] for p in made["ga"]]))
+
+
+def test_several_folders_make_one_leaderboard(tmp_path):
+    rng = np.random.default_rng(5)
+    first = [fake_run(tmp_path / "a", "ga", seed, rng) for seed in (0, 1)]
+    second = [fake_run(tmp_path / "b", "ga", 2, rng)]
+    (group,) = build_leaderboard([tmp_path / "a", tmp_path / "b"], tmp_path / "board", plots=False).groups
+    (ga,) = group.entries
+    assert ga.n == 3 and ga.cells["gap"].mean == pytest.approx(
+        np.mean([expected_values(p)["gap"] for p in first + second])
+    )
+
+
+def test_failure_columns_mark_no_best_and_a_method_that_forgets_nothing_is_never_crowned(tmp_path):
+    """finetune keeps forget_acc at 100 on every request: fwd_fail 0 and bwd_fail 0, the oracle's own values."""
+    rng = np.random.default_rng(11)
+    root = tmp_path / "runs"
+    fake_run(root, "ga", 0, rng)
+    finetune = fake_run(root, "finetune", 0, rng)
+    rows = [json.loads(line) for line in (finetune / "metrics.jsonl").read_text().splitlines()]
+    for row in rows:
+        row["method"]["forget_acc"], row["method"]["history"] = 100.0, [100.0] * T
+        row["oracle"]["forget_acc"] = 0.0
+    (finetune / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (group,) = build_groups(collect_runs(root))
+    cells = {entry.label: entry for entry in group.entries}
+    assert cells["finetune"].cells["forward_failure"].mean == 0.0
+    assert not any(entry.best & UNRANKED for entry in group.entries)
+    assert all(column.key in UNRANKED or column.ranked for column in group.columns)
+    assert any("gap_acc" in entry.best for entry in group.entries)  # ranked columns still are
+
+
+def test_variant_labels_name_what_differs_from_the_defaults(tmp_path):
+    rng = np.random.default_rng(13)
+    root = tmp_path / "runs"
+    fake_run(root, "ga", 0, rng, method_args={"lr": 1e-4, "epochs": 5}, name_suffix="a")  # ga's defaults
+    fake_run(root, "ga", 0, rng, method_args={"lr": 0.5, "epochs": 5}, name_suffix="b")
+    fake_run(root, "my_plugin", 0, rng, method_args={"beta": 0.1, "lr": 0.01}, name_suffix="c")  # not installed
+    fake_run(root, "my_plugin", 0, rng, method_args={"beta": 0.2, "lr": 0.01}, name_suffix="d")
+    (group,) = build_groups(collect_runs(root))
+    assert sorted(entry.label for entry in group.entries) == [
+        "ga",
+        "ga (lr=0.5)",
+        "my_plugin (beta=0.1)",
+        "my_plugin (beta=0.2)",
+    ]
+
+
+def test_the_date_is_the_runs_own_time_not_a_files(runs, tmp_path):
+    root, made = runs
+    run_dir = made["rl"][0]
+    started = {"started": "2025-01-02T03:04:05+00:00", "device": "cpu"}
+    (run_dir / "provenance.json").write_text(json.dumps({**started, "sessions": [started, {"started": "2025-02-01"}]}))
+    board = build_leaderboard(root, tmp_path / "board", plots=False)
+    dates = {run["run"]: run["date"] for run in board.provenance["runs"]}
+    assert dates[run_dir.name] == "2025-01-02 03:04 UTC"
+    assert dates[made["ga"][0].name] == "unknown"  # no provenance.json: no date, whatever the files' mtimes
+
+
+def test_plots_are_png_at_200_dpi_and_svg_with_the_oracle_drawn_on_top(runs, tmp_path, monkeypatch):
+    import struct
+
+    from unlearnbench.report import plots
+
+    figures = {}
+    save = plots._save
+    monkeypatch.setattr(
+        plots, "_save", lambda figure, path: figures.setdefault(path.name, figure) and save(figure, path)
+    )
+    root, _ = runs
+    board = build_leaderboard(root, tmp_path / "board")
+    pngs = [p for paths in board.plots.values() for p in paths]
+    for png in pngs:
+        assert png.with_suffix(".svg").read_text().lstrip().startswith("<?xml")
+        width, height = struct.unpack(">II", png.read_bytes()[16:24])  # the IHDR chunk
+        figure = figures[png.name]
+        assert (width, height) == tuple(round(v * 200) for v in figure.get_size_inches())
+    lines = figures["forget_acc.png"].axes[0].get_lines()
+    oracle = next(line for line in lines if line.get_label() == ORACLE_LABEL)
+    assert all(oracle.get_zorder() > line.get_zorder() for line in lines if line is not oracle)
+
+
+def test_html_tables_scroll_within_1400_px_with_a_sticky_method_column(runs, tmp_path):
+    root, _ = runs
+    page = build_leaderboard(root, tmp_path / "board", plots=False).files["html"].read_text()
+    assert "div.scroll { max-width: 1400px; overflow-x: auto; }" in page
+    assert "tr > :first-child { position: sticky; left: 0;" in page
+    assert page.count('<div class="scroll"><table class="leaderboard"') == 1

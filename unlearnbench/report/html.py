@@ -1,6 +1,7 @@
 """The leaderboard as one self-contained static HTML page: inline CSS and JS, plots embedded as data
 URIs, no network request of any kind. Clicking a column header sorts the method rows by that column
-(again: reverse); the oracle row stays on top as the reference.
+(again: reverse); the oracle row stays on top as the reference. A table wider than 1400 px scrolls
+sideways inside its box, with the method column sticky on the left, so a row stays readable.
 """
 
 from __future__ import annotations
@@ -25,6 +26,11 @@ td.status { color: #57606a; white-space: normal; min-width: 160px; max-width: 36
 span.std { color: #6e7781; font-size: 11px; }
 code { background: #f3f5f7; padding: 0 3px; border-radius: 3px; }
 tr.incomplete td.status { color: #9a6700; }
+div.scroll { max-width: 1400px; overflow-x: auto; }
+table.leaderboard tr > :first-child { position: sticky; left: 0; z-index: 1; background: #fff;
+  white-space: normal; min-width: 120px; max-width: 260px; box-shadow: 1px 0 0 #d0d7de; }
+table.leaderboard thead tr > :first-child { background: #f3f5f7; z-index: 2; }
+table.leaderboard tr.oracle > :first-child { background: #eef4ff; }
 .plots img { max-width: 400px; max-height: 300px; margin: 4px 8px 4px 0; border: 1px solid #d0d7de; }
 table.provenance td, table.provenance th { font-size: 12px; text-align: left; cursor: default; }
 """
@@ -111,7 +117,7 @@ def render_html(groups, prov: dict, plots: dict[str, list[Path]], out_dir: Path,
         parts.append("<p>No run directories found.</p>")
     for group in groups:
         parts.append(f'<h2 id="{_e(group.slug)}">{_e(group.title)}</h2>')
-        parts.append(f'<table class="leaderboard" data-group="{_e(group.slug)}"><thead><tr>')
+        parts.append(f'<div class="scroll"><table class="leaderboard" data-group="{_e(group.slug)}"><thead><tr>')
         parts.append('<th class="label">method</th><th title="seeds averaged">n</th>')
         for column in group.columns:
             parts.append(
@@ -122,7 +128,7 @@ def render_html(groups, prov: dict, plots: dict[str, list[Path]], out_dir: Path,
         if group.oracle is not None:
             parts.append('<tbody class="pinned">' + _row(group.oracle, group.columns) + "</tbody>")
         parts.append('<tbody class="methods">' + "".join(_row(e, group.columns) for e in group.entries) + "</tbody>")
-        parts.append("</table>")
+        parts.append("</table></div>")
         images = plots.get(group.slug, [])
         if images:
             parts.append('<div class="plots">')
@@ -136,10 +142,12 @@ def render_html(groups, prov: dict, plots: dict[str, list[Path]], out_dir: Path,
     )
     keys = ("run", "config_hash", "seed", "status", "device", "version", "commit", "date")
     parts.append(
-        '<table class="provenance"><thead><tr>' + "".join(f"<th>{k}</th>" for k in keys) + "</tr></thead><tbody>"
+        '<div class="scroll"><table class="provenance"><thead><tr>'
+        + "".join(f"<th>{k}</th>" for k in keys)
+        + "</tr></thead><tbody>"
     )
     for run in prov["runs"]:
         parts.append("<tr>" + "".join(f"<td>{_e(run[k])}</td>" for k in keys) + "</tr>")
-    parts.append("</tbody></table>")
+    parts.append("</tbody></table></div>")
     parts.append(f"<script>{JS}</script></body></html>")
     return "\n".join(parts) + "\n"

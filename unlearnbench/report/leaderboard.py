@@ -1,8 +1,12 @@
-"""`unlearnbench leaderboard RUNS_DIR [--out DIR]`: tables built from run directories alone.
+"""`unlearnbench leaderboard RUNS_DIR [RUNS_DIR ...] [--out DIR]`: tables built from run directories alone.
 
-Every folder under RUNS_DIR (searched recursively) holding a `config.yaml` is a run. Runs are grouped
-into one table per setting (dataset, arch, stream, size, T, pretraining recipe); within a table each
-method (with its hyperparameters) is a row, the oracle (the retrained model) on top.
+Every folder under the RUNS_DIRs (searched recursively) holding a `config.yaml` is a run. A run is
+its identity (`config.yaml`), not its folder: the same run reached twice (copied, or in two folders
+given) is counted once and the other copy listed as a duplicate. Runs are grouped into one table
+per setting (dataset, arch, stream, size, T, pretraining recipe); within a table each method (with
+its hyperparameters) is a row, the oracle (the retrained model) on top. Where a method has several
+variants, each label names what sets it apart: the hyperparameters that differ from the method's
+defaults and any other differing setting (`rl (lr=0.1)`), never a hash unless nothing else does.
 
 What a cell shows, per method, over the seeds whose run finished:
 
@@ -14,13 +18,16 @@ What a cell shows, per method, over the seeds whose run finished:
 - forward failure: forget_acc at T minus at 1; backward failure: the largest drop-back
   max over s < t of history[t][s] − history[s][s], and the same against the oracle's accuracy on
   F_s at t (`bwd_fail_vs_oracle`); the oracle row shows its own values;
+- remem: re-memorization events, the pairs s < t where history[t][s] − history[s][s] exceeds 10
+  points (`summary.json`'s `rememorization_events`);
 - rte_s: wall seconds of unlearning summed over the T requests;
 - `mean ± std` over seeds (std: sample standard deviation, ddof=1; none with one seed) and `n`, the
   number of seeds averaged.
 
 The best method per column is marked (bold in Markdown, highlighted in HTML, listed in CSV): the
 one closest to the oracle's mean where the oracle is the target (arrow `→oracle`), else the lowest
-or highest by the column's direction. A run that is not finished (no `summary.json`), that
+or highest by the column's direction. fwd_fail, bwd_fail and remem are not marked: a method that
+forgets nothing (finetune) has none of either failure, so no value there is better by itself. A run that is not finished (no `summary.json`), that
 diverged (`"status": "diverged"`) or that failed in a suite (`error.json`) is never dropped: its row
 says so in the status column and its numbers are left out of the means. Neither is a damaged run
 (a `metrics.jsonl` line that is torn or repeats a request, a `config.yaml` edited after the run so
@@ -30,8 +37,8 @@ Run directories behind symbolic links are followed.
 
 Outputs in `--out` (default RUNS_DIR/leaderboard): `leaderboard.md`, `leaderboard.csv`,
 `leaderboard.html` (one self-contained page: inline CSS/JS, sortable columns, no network) and
-`plots/<group>/*.png`. A provenance section names the package version, git commit, every run's
-config hash, seed, device and date.
+`plots/<group>/*.png` (+ `.svg`). A provenance section names the package version, git commit, every
+run's config hash, seed, device and date (the start of its first session, from `provenance.json`).
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ import json
 import math
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,6 +75,9 @@ class Column:
     higher_is_better: bool
     oracle_is_target: bool
     description: str
+    #: False where no value is better than another by itself: forward/backward failure and re-memorization are
+    #: zero for a method that forgets nothing (finetune), so "closest to the oracle" would crown it
+    ranked: bool = True
 
     @property
     def arrow(self) -> str:
@@ -91,8 +102,15 @@ COLUMNS: tuple[Column, ...] = (
     _metric_column("gap"),
     Column("mean_gap_acc", "mean_gap_acc", False, False, "gap_acc averaged over the T requests"),
     Column("mean_gap", "mean_gap", False, False, "Avg.Gap averaged over the T requests"),
-    Column("forward_failure", "fwd_fail", False, True, "forget_acc at T minus at 1"),
-    Column("backward_failure_max", "bwd_fail", False, True, "max over s < t of history[t][s] − history[s][s]"),
+    Column("forward_failure", "fwd_fail", False, True, "forget_acc at T minus at 1", ranked=False),
+    Column(
+        "backward_failure_max",
+        "bwd_fail",
+        False,
+        True,
+        "max over s < t of history[t][s] − history[s][s]",
+        ranked=False,
+    ),
     Column(
         "backward_failure_vs_oracle_max",
         "bwd_fail_vs_oracle",
@@ -105,7 +123,8 @@ COLUMNS: tuple[Column, ...] = (
         "remem",
         False,
         True,
-        "re-memorization: pairs (t, s) where history[t][s] − history[s][s] exceeds the threshold (shown when computed)",
+        "re-memorization: pairs (t, s) where history[t][s] − history[s][s] exceeds 10 points (shown when computed)",
+        ranked=False,
     ),
     Column("rte_s", "rte_s", False, False, "wall seconds of unlearning, summed over the T requests"),
 )
@@ -130,6 +149,8 @@ class RunRecord:
     geometry: list[dict]
     #: what makes the run's files untrustworthy (published as "damaged", never averaged); None when sound
     problem: str | None = None
+    #: the run directory holding the same run (same identity) that is counted instead of this one
+    duplicate_of: Path | None = None
 
     @property
     def config_hash(self) -> str:
@@ -145,7 +166,9 @@ class RunRecord:
 
     @property
     def status(self) -> str:
-        """complete | diverged | failed | unfinished | damaged."""
+        """complete | diverged | failed | unfinished | damaged | duplicate."""
+        if self.duplicate_of is not None:
+            return "duplicate"
         if self.problem is not None:
             return "damaged"
         if self.summary is not None and (
@@ -160,6 +183,8 @@ class RunRecord:
 
     def status_detail(self) -> str:
         status = self.status
+        if status == "duplicate":
+            return f"duplicate of {self.duplicate_of}: counted once"
         if status == "damaged":
             return f"damaged: {self.problem}"
         if status == "diverged":
@@ -276,22 +301,36 @@ def _is_run_config(path: Path) -> bool:
     return not isinstance(data, dict) or isinstance(data.get("method"), str)
 
 
-def collect_runs(runs_dir: Path) -> list[RunRecord]:
-    """Every run directory under `runs_dir` (recursively, through symbolic links, each once), in path order."""
+def collect_runs(runs_dirs: Path | Sequence[Path]) -> list[RunRecord]:
+    """Every run directory under `runs_dirs` (recursively, through symbolic links, each folder once), in path order.
+
+    A run is its identity, not its folder: the same run reached twice (a copy, two folders listed that
+    overlap) is counted once, the finished copy first, else the first by path; the others are marked
+    `duplicate_of` it, listed under provenance and never averaged.
+    """
     runs, seen = [], set()
-    for folder, subfolders, files in os.walk(runs_dir, followlinks=True):
-        real = os.path.realpath(folder)
-        if real in seen:  # a link back up the tree, or two links to one run
-            subfolders[:] = []
-            continue
-        seen.add(real)
-        subfolders.sort()
-        if "config.yaml" in files and _is_run_config(Path(folder) / "config.yaml"):
-            run = read_run(Path(folder))
-            # runs on a validation split (tune trials) chose hyperparameters: never reported as held out
-            if run.identity.get("split", "test") == "test":
-                runs.append(run)
-    return sorted(runs, key=lambda run: str(run.path))
+    for runs_dir in [runs_dirs] if isinstance(runs_dirs, str | os.PathLike) else runs_dirs:
+        for folder, subfolders, files in os.walk(runs_dir, followlinks=True):
+            real = os.path.realpath(folder)
+            if real in seen:  # a link back up the tree, two links to one run, or a folder listed twice
+                subfolders[:] = []
+                continue
+            seen.add(real)
+            subfolders.sort()
+            if "config.yaml" in files and _is_run_config(Path(folder) / "config.yaml"):
+                run = read_run(Path(folder))
+                # runs on a validation split (tune trials) chose hyperparameters: never reported as held out
+                if run.identity.get("split", "test") == "test":
+                    runs.append(run)
+    runs.sort(key=lambda run: str(run.path))
+    counted: dict[str, RunRecord] = {}
+    for run in sorted(runs, key=lambda run: (run.status != "complete", str(run.path))):
+        if "method" not in run.identity:
+            continue  # no readable identity: listed with its problem, never matched
+        first = counted.setdefault(run.config_hash, run)
+        if first is not run:
+            run.duplicate_of = first.path
+    return runs
 
 
 # ------------------------------------------------------------------------------------------- tables
@@ -394,6 +433,53 @@ def _variant_name(identity: dict) -> str:
     return "+".join([identity["method"], *guards])
 
 
+def _variant_labels(identities: dict[tuple[str, str], dict]) -> dict[tuple[str, str], str]:
+    """Row labels: the name alone where it is unique in the table, else the name and what sets the variant apart.
+
+    What sets it apart: the method arguments that differ from the method's defaults (today's code's;
+    where the method cannot be imported, e.g. an uninstalled plugin, those that differ among the
+    variants), then every other setting whose value differs among them (`rl (lr=0.1, epochs=3)`,
+    `salun (precision=16-mixed)`). Two variants no such text tells apart keep their identity hash.
+    """
+    labels = {}
+    for (name, digest), identity in identities.items():
+        siblings = [other for (other_name, _), other in identities.items() if other_name == name]
+        parts = _differences(identity, siblings) if len(siblings) > 1 else []
+        labels[(name, digest)] = f"{name} ({', '.join(parts)})" if parts else name
+    counts = list(labels.values())
+    return {key: label if counts.count(label) == 1 else f"{label} [{key[1]}]" for key, label in labels.items()}
+
+
+def _differences(identity: dict, siblings: list[dict]) -> list[str]:
+    args = identity.get("method_args") or {}
+    defaults = _method_defaults(identity.get("method"))
+    if defaults is None:  # no code to read defaults from: what differs among the variants
+        defaults = {k: v for k, v in args.items() if all((s.get("method_args") or {}).get(k) == v for s in siblings)}
+    parts = [f"{key}={_short(value)}" for key, value in sorted(args.items()) if defaults.get(key, object()) != value]
+    for key in sorted({k for s in siblings for k in s} - {"seed", "method", "method_args"}):
+        if len({json.dumps(s.get(key), sort_keys=True, default=str) for s in siblings}) > 1:
+            parts.append(f"{key}={_short(identity.get(key, 'none'))}")
+    return parts
+
+
+def _method_defaults(method: str | None) -> dict | None:
+    """A method's `__init__` defaults as a run's identity records them (JSON-normalized); None if not importable."""
+    import inspect
+
+    from unlearnbench.registry import METHODS
+
+    try:
+        parameters = inspect.signature(METHODS.get(method)).parameters
+    except Exception:  # an unknown or broken plugin: labels then compare the variants among themselves
+        return None
+    return json.loads(json.dumps({k: p.default for k, p in parameters.items()}, default=str))
+
+
+def _short(value: object) -> str:
+    text = f"{value:g}" if isinstance(value, float) else json.dumps(value, default=str).strip('"')
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
 def _group_title(identity: dict) -> str:
     size, kind = identity.get("size"), identity.get("stream")
     known = isinstance(size, int | float) and kind in STREAMS
@@ -408,8 +494,8 @@ def build_groups(runs: list[RunRecord]) -> list[Group]:
     """Runs into tables: one per (dataset, arch, stream, size, T, recipe); methods and the oracle as rows."""
     by_group: dict[tuple, list[RunRecord]] = {}
     for run in runs:
-        if "method" not in run.identity:
-            continue  # no readable configuration: listed under provenance only
+        if "method" not in run.identity or run.duplicate_of is not None:
+            continue  # no readable configuration, or counted in another folder: listed under provenance only
         ident = run.identity
         key = (
             ident.get("dataset"),
@@ -432,16 +518,15 @@ def build_groups(runs: list[RunRecord]) -> list[Group]:
 
 
 def _build_group(key: tuple, title: str, runs: list[RunRecord]) -> Group:
-    variants: dict[tuple[str, str], list[RunRecord]] = {}
+    variants: dict[tuple[str, str], list[RunRecord]] = {}  # (name, identity hash without the seed) -> its runs
     for run in sorted(runs, key=lambda r: (r.identity.get("method"), r.identity.get("seed", 0), str(r.path))):
         # a tuned run is its own row, labelled as such, beside the method's default row
         name = _variant_name(run.identity) + (" (tuned)" if run.identity.get("tuned") else "")
         variants.setdefault((name, _variant_key(run.identity)), []).append(run)
-    names = [name for name, _ in variants]
+    labels = _variant_labels({variant: method_runs[0].identity for variant, method_runs in variants.items()})
     entries = []
-    for (name, variant), method_runs in variants.items():
-        label = name if names.count(name) == 1 else f"{name} [{variant}]"
-        entry = Entry(label, method_runs)
+    for variant, method_runs in variants.items():
+        entry = Entry(labels[variant], method_runs)
         complete = [run for run in method_runs if run.status == "complete"]
         values = [run.method_values() for run in complete]
         entry.cells = {k: aggregate([v.get(k) for v in values]) for k in COLUMN_KEYS}
@@ -477,7 +562,7 @@ def _note_validity(cells: dict[str, Cell], values: list[dict]) -> None:
 def _mark_best(entries: list[Entry], oracle: Entry | None, columns: tuple[Column, ...]) -> None:
     for column in columns:
         candidates = [e for e in entries if e.cells[column.key].mean is not None]
-        if not candidates:
+        if not candidates or not column.ranked:
             continue
         target = oracle.cells[column.key].mean if oracle is not None and column.oracle_is_target else None
         if target is not None:
@@ -495,14 +580,14 @@ def _mark_best(entries: list[Entry], oracle: Entry | None, columns: tuple[Column
 # --------------------------------------------------------------------------------------- provenance
 
 
-def provenance(runs: list[RunRecord], runs_dir: Path) -> dict:
+def provenance(runs: list[RunRecord], runs_dirs: Sequence[Path]) -> dict:
     from unlearnbench import __version__
 
     return {
         "generated": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "package_version": __version__,
         "git_commit": git_commit(),
-        "runs_dir": str(runs_dir),
+        "runs_dir": ", ".join(str(folder) for folder in runs_dirs),
         "runs": [
             {
                 "run": run.path.name,
@@ -521,12 +606,14 @@ def provenance(runs: list[RunRecord], runs_dir: Path) -> dict:
 
 
 def _run_date(run: RunRecord) -> str:
-    for name in ("summary.json", "metrics.jsonl", "config.yaml"):
-        path = run.path / name
-        if path.exists():
-            stamp = dt.datetime.fromtimestamp(path.stat().st_mtime, dt.timezone.utc)
-            return stamp.strftime("%Y-%m-%d %H:%M UTC")
-    return "unknown"
+    """When the run was made: the start of its first session (`provenance.json`), not a file's mtime, which a
+    copy, a checkout or a sync changes."""
+    sessions = run.provenance.get("sessions") or [run.provenance]
+    started = sessions[0].get("started") if isinstance(sessions[0], dict) else None
+    try:
+        return dt.datetime.fromisoformat(started).astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    except (TypeError, ValueError):
+        return "unknown"
 
 
 # ------------------------------------------------------------------------------------------ writers
@@ -537,9 +624,11 @@ INTRO = (
     "correctness rather than membership (read it with `mia_valid`: n.s. = no better than chance). "
     "Values after the last request T, mean ± sample std over seeds (n = seeds averaged); "
     "`mean_gap` averages the gap over the T requests; `fwd_fail` = forget_acc at T − at 1; "
-    "`bwd_fail` = max over s < t of history[t][s] − history[s][s]; `rte_s` = unlearning seconds summed "
+    "`bwd_fail` = max over s < t of history[t][s] − history[s][s]; `remem` = re-memorization events, "
+    "pairs s < t with history[t][s] − history[s][s] > 10 points; `rte_s` = unlearning seconds summed "
     "over the stream. Arrows: ↑/↓ better; →oracle: the target is the oracle's value (the top row). "
-    "**Bold** = best per column (closest to the oracle where it is the target)."
+    "**Bold** = best per column (closest to the oracle where it is the target); `fwd_fail`, `bwd_fail` "
+    "and `remem` are not marked, since a method that forgets nothing has no failure either."
 )
 
 
@@ -633,16 +722,17 @@ class Leaderboard:
     plots: dict[str, list[Path]]
 
 
-def build_leaderboard(runs_dir: Path, out_dir: Path | None = None, plots: bool = True) -> Leaderboard:
-    """Read every run under `runs_dir` and write leaderboard.{md,csv,html} (+ PNG plots) into `out_dir`."""
+def build_leaderboard(runs_dirs: Path | Sequence[Path], out_dir: Path | None = None, plots: bool = True) -> Leaderboard:
+    """Read every run under `runs_dirs` and write leaderboard.{md,csv,html} (+ plots) into `out_dir`
+    (default: the first folder's `leaderboard/`)."""
     from unlearnbench.io import write_text_atomic
     from unlearnbench.report.html import render_html
 
-    runs_dir = Path(runs_dir)
-    out_dir = Path(out_dir) if out_dir is not None else runs_dir / "leaderboard"
-    runs = collect_runs(runs_dir)
+    runs_dirs = [Path(runs_dirs)] if isinstance(runs_dirs, str | os.PathLike) else [Path(d) for d in runs_dirs]
+    out_dir = Path(out_dir) if out_dir is not None else runs_dirs[0] / "leaderboard"
+    runs = collect_runs(runs_dirs)
     groups = build_groups(runs)
-    prov = provenance(runs, runs_dir)
+    prov = provenance(runs, runs_dirs)
     written_plots: dict[str, list[Path]] = {}
     if plots:
         for group in groups:
@@ -665,22 +755,27 @@ def leaderboard_command(argv: list[str]) -> int:
     from unlearnbench.cli import command_parser
 
     parser = command_parser("leaderboard", "Tables and plots from run directories.")
-    parser.add_argument("runs_dir", type=Path, help="folder searched recursively for run directories")
-    parser.add_argument("--out", type=Path | None, default=None, help="output folder (default RUNS_DIR/leaderboard)")
+    parser.add_argument(
+        "runs_dirs", type=Path, nargs="+", help="folders searched recursively for run directories (one or more)"
+    )
+    parser.add_argument(
+        "--out", type=Path | None, default=None, help="output folder (default: the first folder's leaderboard/)"
+    )
     parser.add_argument("--plots", type=bool, default=True, help="write the PNG plots")
     try:
         args = parser.parse_args(argv)
     except ArgumentError as error:
         raise ConfigError(str(error)) from error
-    if not args.runs_dir.is_dir():
-        raise ConfigError(f"{args.runs_dir} is not a directory of runs")
-    check_output_folder(args.out if args.out is not None else args.runs_dir / "leaderboard")
-    board = build_leaderboard(args.runs_dir, args.out, plots=args.plots)
+    for folder in args.runs_dirs:
+        if not folder.is_dir():
+            raise ConfigError(f"{folder} is not a directory of runs")
+    check_output_folder(args.out if args.out is not None else args.runs_dirs[0] / "leaderboard")
+    board = build_leaderboard(args.runs_dirs, args.out, plots=args.plots)
     runs = len(board.provenance["runs"])
     print(f"{runs} run(s) in {len(board.groups)} table(s): {board.files['md']} (+ .csv, .html, plots/)")
-    damaged = [run for run in board.provenance["runs"] if run["status"].startswith("damaged")]
-    for run in damaged:
-        print(f"not published: {run['run']}: {run['status']}")
+    for run in board.provenance["runs"]:
+        if run["status"].startswith(("damaged", "duplicate")):
+            print(f"not published: {run['run']}: {run['status']}")
     return 0
 
 

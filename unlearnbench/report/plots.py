@@ -1,7 +1,9 @@
-"""PNG plots of a leaderboard group (matplotlib, Agg backend: no display needed).
+"""Plots of a leaderboard group (matplotlib, Agg backend: no display needed), each as PNG at 200 dpi
+(embedded in the Markdown and HTML pages) and as SVG beside it (for papers and slides):
 
 - `history-<method>.png`: the T x T history matrix (accuracy on F_s after request t), mean over seeds;
-- `forget_acc.png`: forget_acc after each request t, every method and the oracle (dashed);
+- `forget_acc.png`: forget_acc after each request t, every method and the oracle (dashed black,
+  drawn on top of the methods' lines so it is never hidden);
 - `update_norm.png`: ‖u_t‖ = ‖θ_t − θ_{t−1}‖ over t (from metrics.jsonl, or geometry.csv);
 - `er.png`: ER_t (rank 1) over t in the basis of all the run's updates (`er_all_r1` of `geometry.csv`).
 """
@@ -16,11 +18,16 @@ import numpy as np
 
 from unlearnbench.figures import history_heatmap_figure, pyplot
 
+#: PNG resolution: sharp when a page scales a 6.4-inch figure up, still small (tens of kB)
+PNG_DPI = 200
+
 
 def _save(figure, path: Path) -> Path:
+    """`path` (PNG at PNG_DPI) and the same figure as SVG beside it; returns the PNG's path."""
     plt = pyplot()
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
+    figure.savefig(path, dpi=PNG_DPI)
+    figure.savefig(path.with_suffix(".svg"))
     plt.close(figure)
     return path
 
@@ -42,8 +49,17 @@ def _line_plot(series: dict[str, np.ndarray], ylabel: str, title: str, path: Pat
     figure, ax = plt.subplots(figsize=(6.4, 3.8))
     for label, values in series.items():
         ts = np.arange(1, len(values) + 1)
-        style = "--" if label in dashed else "-"
-        ax.plot(ts, values, style, marker="o", markersize=3, label=label, color="black" if label in dashed else None)
+        reference = label in dashed  # the oracle: drawn above every method's line
+        ax.plot(
+            ts,
+            values,
+            "--" if reference else "-",
+            marker="o",
+            markersize=3,
+            label=label,
+            color="black" if reference else None,
+            zorder=3 if reference else 2,
+        )
     ax.set_xlabel("request t")
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=9)
