@@ -1,6 +1,6 @@
 """Performance targets of the runner, measured as ratios side by side in one process.
 
-    python benchmarks/perf.py [--repeats 5] [--json benchmarks/out/perf.json]
+    python benchmarks/perf.py [--repeats 5] [--json benchmarks/out/perf.json] [--only P6 ...]
 
 Rows (target in brackets; machines here are noisy, so every target is a ratio against a baseline
 measured in the same script, interleaved, median of the repeats):
@@ -14,6 +14,9 @@ measured in the same script, interleaved, median of the repeats):
        a second invocation trains none; suite time / (M x one run) reported           [exact counts]
 - P4   LOFT per-request time after the one-shot feature pass                          [< 1 s]
 - P5   ER/CO for d = 10M parameters and T = 50 requests: peak RSS of that process      [< 1 GB]
+- P6   per-request bookkeeping (everything but unlearning, evaluation and training: the request's
+       selection, checkpoint, metrics row, history line, logger, console) at t = 100 / at t = 10 of a
+       T = 100 random stream                                                        [<= 1.20]
 - S1/S2 `unlearnbench --help` / `unlearnbench list` wall time                          [< 1.5 s]
 """
 
@@ -40,6 +43,8 @@ logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
 
 from unlearnbench.config import RunConfig  # noqa: E402
 from unlearnbench.evaluation.evaluator import compute_logits  # noqa: E402
+from unlearnbench.evaluation.keys import METRIC_KEYS  # noqa: E402
+from unlearnbench.rundir import RunDirectory  # noqa: E402
 from unlearnbench.runner import Runner  # noqa: E402
 
 ROWS: list[dict] = []
@@ -201,6 +206,46 @@ def p5_geometry() -> None:
     report("P5", "ER/CO, d=10M, T=50: peak RSS of the process (MB)", peak, "< 1024", peak < 1024, f"{seconds:.0f}s")
 
 
+def p6_bookkeeping(root: Path, repeats: int) -> None:
+    """What the runner does per request besides fitting and scoring, timed at every t of a T = 100 stream.
+
+    The rows carry every key a real row has (a 100-long history row, an oracle and a single-shot
+    side), so a file rewritten per request would show as a ratio of about 10.
+    """
+    from unlearnbench.console import Reporter
+    from unlearnbench.loggers import open_run_logger
+    from unlearnbench.training import build_model
+
+    T, window = 100, range(6, 16)
+    runner = Runner(_config(root, requests=T, stream="random", size=0.005, logger="csv"), Reporter(quiet=True))
+    runner.method.attach(build_model("smallcnn", runner.dataset), runner.dataset.num_classes)
+    state = runner.method.resume_state()
+    scores = {key: 50.0 for key in METRIC_KEYS}
+    ratios = []
+    for repeat in range(repeats):
+        run_dir = RunDirectory(root / f"p6-{repeat}")
+        run_dir.initialize(runner.identity, runner.stream.manifest(), runner.train_labels, runner.test_labels)
+        logger = open_run_logger("csv", run_dir.path, runner.identity, run_dir.path.name)
+        seconds = {}
+        for t in range(1, T + 1):
+            start = time.perf_counter()
+            request = runner.stream.select(t)
+            row = {"t": t, "status": "ok", "forget_classes": request.forget_classes}
+            row |= {"method": scores | {"history": [50.0] * T}, "oracle": scores, "single_shot": scores}
+            run_dir.save_state(t, state)
+            run_dir.append_row(row)
+            logger.log_request(row)
+            run_dir.drop_states_before(t)
+            runner.reporter.request(row, T)
+            seconds[t] = time.perf_counter() - start
+        logger.finish()
+        late = statistics.median(seconds[t] for t in range(T - len(window) + 1, T + 1))
+        ratios.append(late / statistics.median(seconds[t] for t in window))
+    ratio = statistics.median(ratios)
+    spread = f"repeats {min(ratios):.2f}..{max(ratios):.2f}"
+    report("P6", "per-request bookkeeping at t=100 / at t=10 (T=100)", ratio, "<= 1.20", ratio <= 1.20, spread)
+
+
 def startup() -> None:
     for key, argv in (("S1", ["--help"]), ("S2", ["list"])):
         times = []
@@ -216,17 +261,22 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--json", type=Path, default=Path("benchmarks/out/perf.json"))
+    parser.add_argument("--only", nargs="*", default=None, help="rows to measure, e.g. P6 (default: every row)")
     args = parser.parse_args()
+    rows = {
+        "S": lambda root: startup(),
+        "P1": lambda root: (p1_fit(root, args.repeats), p1_run(root, args.repeats)),
+        "P2": lambda root: p2_eval(root, args.repeats),
+        "P3": p3_suite,
+        "P4": p4_loft,
+        "P5": lambda root: p5_geometry(),
+        "P6": lambda root: p6_bookkeeping(root, args.repeats),
+    }
     print(f"{'key':4} {'measure':58} {'value':>9}  {'target':9} result")
     with tempfile.TemporaryDirectory() as folder:
-        root = Path(folder)
-        startup()
-        p1_fit(root, args.repeats)
-        p1_run(root, args.repeats)
-        p2_eval(root, args.repeats)
-        p3_suite(root)
-        p4_loft(root)
-    p5_geometry()
+        for key, measure in rows.items():
+            if args.only is None or key in args.only:
+                measure(Path(folder))
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(ROWS, indent=1))
     return 0 if all(row["pass"] for row in ROWS) else 1

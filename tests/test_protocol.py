@@ -129,3 +129,32 @@ def test_a_killed_run_with_schedules_resumes_to_identical_rows(tmp_path, shared_
     assert json.loads((resumed.run_dir / "summary.json").read_text()) | {"final": None} == json.loads(
         (reference.run_dir / "summary.json").read_text()
     ) | {"final": None}
+
+
+def test_a_t100_heatmap_is_thinned_on_a_fixed_scale_with_the_oracle_marked():
+    from unlearnbench.figures import history_heatmap_figure, pyplot
+
+    history = np.random.default_rng(0).uniform(0, 60, (100, 100))
+    figure = history_heatmap_figure(history, "T = 100", oracle_level=12.5)
+    ax, bar = figure.axes
+    assert not ax.texts  # no 10,000 numbers
+    assert len(ax.get_xticks()) <= 10 and len(ax.get_yticks()) <= 10
+    assert ax.images[0].get_clim() == (0, 100)  # not the data's 0–60
+    (line,) = bar.lines
+    assert line.get_ydata()[0] == 12.5
+    small = history_heatmap_figure(history[:3, :3], "T = 3")
+    assert len(small.axes[0].texts) == 9 and not small.axes[1].lines
+    pyplot().close("all")
+
+
+def test_long_streams_run_through_all_but_one_class_or_90_percent_of_train(no_datasets):
+    """What the seed paper's long streams need: C − 1 class-wise requests, random ones until 90% is forgotten."""
+    from unlearnbench.registry import STREAMS
+    from unlearnbench.streams.kinds import StreamError
+
+    STREAMS.get("classwise")().validate(50000, 100, 99, 1)
+    STREAMS.get("random")().validate(50000, 100, 90, 0.01)
+    with pytest.raises(StreamError, match="so that some classes are retained"):
+        STREAMS.get("classwise")().validate(50000, 100, 100, 1)
+    with pytest.raises(StreamError, match="so that some samples are retained"):
+        STREAMS.get("random")().validate(50000, 100, 100, 0.01)

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from unlearnbench.cli import main
-from unlearnbench.plan import check_suite, grid_summary, load_suite, models_to_train
+from unlearnbench.plan import check_suite, grid_summary, load_suite, models_to_train, unlearning_fits
 from unlearnbench.registry import DATASETS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,6 +53,11 @@ def test_suite_file_states_its_cost(path, empty_cwd, no_datasets):
     text = " ".join(path.read_text().replace("#", " ").split())
     assert grid_summary(cells) in text
     assert f"{sum(models_to_train(cells))} models are trained" in text
+    continual, single_shot = unlearning_fits(cells)
+    assert (
+        f"serves {continual + single_shot} unlearning runs: {continual} continual requests and {single_shot} "
+        "single-shot counterfactuals"
+    ) in text
     assert f"unlearnbench suite {path.relative_to(ROOT).as_posix()} --check" in text
 
 
@@ -67,6 +72,7 @@ def test_check_lists_every_cell_and_writes_nothing(empty_cwd, no_datasets, capsy
     for line, cell in zip(lines[2:-1], cells, strict=True):
         assert line.endswith(cell.run_dir.name) and f" {cell.config.method}" in line
     assert "2 pretrained models and 12 oracles" in lines[-1]
+    assert "serves 100 unlearning requests: 60 continual and 40 single-shot" in lines[-1]
     assert list(empty_cwd.iterdir()) == []
 
 

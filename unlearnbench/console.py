@@ -30,6 +30,7 @@ TABLE_KEYS = (
     "lira_auc",
     "gap_acc",
     "gap",
+    "forward_gain",
     "rte_s",
 )
 
@@ -155,17 +156,18 @@ class Reporter:
             self.progress.update(self.requests_task, completed=row["t"])
         if self.quiet:  # rich would still lay the table out before discarding it
             return
-        oracle = row.get("oracle") or {}
+        oracle, single_shot = row.get("oracle") or {}, row.get("single_shot") or {}
         table = Table(title=f"request {row['t']}/{num_requests}", title_justify="left")
-        for column in ("metric", "dir", "method", "oracle"):
+        for column in ("metric", "dir", "method", "oracle", "single-shot"):
             table.add_column(column, justify="left" if column == "metric" else "right")
-        for key in TABLE_KEYS:
+        for key in TABLE_KEYS:  # "—" where this request has no oracle or no single-shot counterfactual
             if key in row["method"]:
-                table.add_row(key, METRIC_KEYS[key].arrow, _cell(row["method"], key), _cell(oracle, key))
+                cells = (_cell(row["method"], key), _cell(oracle, key), _cell(single_shot, key))
+                table.add_row(key, METRIC_KEYS[key].arrow, *cells)
         self.console.print(table)
 
     def summary(self, rows: list[dict], summary: dict, run_dir: Path) -> None:
-        keys = [k for k in TABLE_KEYS if k in rows[0]["method"]]
+        keys = [k for k in TABLE_KEYS if any(k in row["method"] for row in rows)]  # sparse oracles: gap at some t
         table = Table(title="summary", title_justify="left")
         table.add_column("t", justify="right")
         table.add_column("model")
@@ -173,12 +175,25 @@ class Reporter:
             table.add_column(f"{key}\n{METRIC_KEYS[key].arrow}", justify="right")
         for row in rows:
             table.add_row(str(row["t"]), "method", *(_cell(row["method"], k) for k in keys))
-            if row.get("oracle"):
-                table.add_row("", "[dim]oracle[/dim]", *(f"[dim]{_cell(row['oracle'], k)}[/dim]" for k in keys))
+            for side in ("oracle", "single_shot"):  # rows only where the schedules put them
+                if row.get(side):
+                    name = side.replace("_", "-")
+                    table.add_row("", f"[dim]{name}[/dim]", *(f"[dim]{_cell(row[side], k)}[/dim]" for k in keys))
         self.console.print(table)
-        lines = [f"forward failure (forget_acc T − 1): {_fmt(summary['forward_failure'])}"]
-        if "forward_failure_vs_oracle" in summary:
-            lines.append(f"forward failure minus the oracle's change: {_fmt(summary['forward_failure_vs_oracle'])}")
+        lines = []
+        if "forward_failure" in summary:
+            lines.append(
+                f"forward failure (gain at T: forget_acc on F_T, continual {_fmt(summary['continual_forget_acc'])} − "
+                f"single-shot {_fmt(summary['single_shot_forget_acc'])}): {_fmt(summary['forward_failure'])}"
+            )
+        if "forward_failure_mean" in summary:
+            lines.append(
+                f"forward failure, mean over the {summary['single_shot_requests']} single-shot requests: "
+                f"{_fmt(summary['forward_failure_mean'])}"
+            )
+        lines.append(f"forget drift (forget_acc T − 1): {_fmt(summary['forget_drift'])}")
+        if "forget_drift_vs_oracle" in summary:
+            lines.append(f"forget drift minus the oracle's: {_fmt(summary['forget_drift_vs_oracle'])}")
         lines.append(
             f"backward failure max / mean: {_fmt(summary['backward_failure_max'])} / "
             f"{_fmt(summary['backward_failure_mean'])}"
@@ -188,10 +203,11 @@ class Reporter:
                 f"backward failure vs the oracle max / mean: {_fmt(summary['backward_failure_vs_oracle_max'])} / "
                 f"{_fmt(summary['backward_failure_vs_oracle_mean'])}"
             )
+        where = f"the {summary.get('oracle_requests')} requests with an oracle"
         if "mean_gap_acc" in summary:
-            lines.append(f"mean gap_acc over the stream: {_fmt(summary['mean_gap_acc'])}")
+            lines.append(f"mean gap_acc over {where}: {_fmt(summary['mean_gap_acc'])}")
         if "mean_gap" in summary:
-            lines.append(f"mean gap over the stream: {_fmt(summary['mean_gap'])}")
+            lines.append(f"mean gap over {where}: {_fmt(summary['mean_gap'])}")
         for line in lines:
             self.console.print(line)
         self.console.print(f"run directory: {run_dir}")

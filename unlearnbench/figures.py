@@ -35,24 +35,53 @@ def read_history(path: Path) -> np.ndarray | None:
     return np.array([[float(v) if v not in ("", "None") else math.nan for v in row[1:]] for row in rows])
 
 
-def history_heatmap_figure(history: np.ndarray, title: str):
-    """A heatmap of the history matrix: rows = after request t, columns = forget set F_s."""
+#: Above this many requests a heatmap drops its per-cell numbers and labels about `MAX_TICKS` rows and columns.
+ANNOTATED_REQUESTS = 20
+MAX_TICKS = 10
+
+
+def thinned_ticks(count: int) -> range:
+    """0-based positions of at most about `MAX_TICKS` evenly spaced labels over `count` requests."""
+    return range(0, count, max(1, math.ceil(count / MAX_TICKS)))
+
+
+def history_heatmap_figure(history: np.ndarray, title: str, oracle_level: float | None = None):
+    """A heatmap of the history matrix: rows = after request t, columns = forget set F_s.
+
+    The colour scale is fixed to 0–100 (%) so heatmaps of different methods compare by eye, and
+    `oracle_level` (the oracle's forget accuracy, the value a method should match) is marked on it.
+    At T = 100 the cells are too small for numbers: above `ANNOTATED_REQUESTS` they are left out,
+    the axes thinned and the figure size capped.
+    """
     plt = pyplot()
     rows, cols = history.shape
-    size = max(3.2, 0.55 * cols + 1.8)
-    figure, ax = plt.subplots(figsize=(size + 0.8, size * rows / max(cols, 1) + 0.6))
-    image = ax.imshow(history, vmin=0, vmax=100, cmap="viridis", aspect="auto")
-    for t in range(rows):
-        for s in range(cols):
-            value = history[t, s]
-            if math.isfinite(value):
-                color = "black" if value > 60 else "white"
-                ax.text(s, t, f"{value:.0f}", ha="center", va="center", fontsize=8, color=color)
-    ax.set_xticks(range(cols), [f"F{s + 1}" for s in range(cols)])
-    ax.set_yticks(range(rows), [f"t={t + 1}" for t in range(rows)])
+    size = min(10.0, max(3.2, 0.55 * cols + 1.8))
+    figure, ax = plt.subplots(figsize=(size + 0.8, min(10.0, size * rows / max(cols, 1)) + 0.6))
+    image = ax.imshow(history, vmin=0, vmax=100, cmap="viridis", aspect="auto", interpolation="nearest")
+    if cols <= ANNOTATED_REQUESTS:
+        for t in range(rows):
+            for s in range(cols):
+                value = history[t, s]
+                if math.isfinite(value):
+                    color = "black" if value > 60 else "white"
+                    ax.text(s, t, f"{value:.0f}", ha="center", va="center", fontsize=8, color=color)
+    ax.set_xticks(list(thinned_ticks(cols)), [f"F{s + 1}" for s in thinned_ticks(cols)])
+    ax.set_yticks(list(thinned_ticks(rows)), [f"t={t + 1}" for t in thinned_ticks(rows)])
     ax.set_xlabel("forget set F_s")
     ax.set_ylabel("after request t")
     ax.set_title(title, fontsize=9)
-    figure.colorbar(image, ax=ax, label="accuracy (%)")
+    bar = figure.colorbar(image, ax=ax, label="accuracy (%)")
+    if oracle_level is not None and math.isfinite(oracle_level):
+        bar.ax.axhline(oracle_level, color="red", linewidth=2)
+        bar.ax.text(
+            -0.1,
+            oracle_level,
+            "oracle",
+            color="red",
+            ha="right",
+            va="center",
+            fontsize=7,
+            transform=bar.ax.get_yaxis_transform(),
+        )
     figure.tight_layout()
     return figure

@@ -385,22 +385,51 @@ def models_to_train(cells: list[Cell]) -> tuple[int, int]:
     """(pretrained models, oracles) a first run trains into an empty store.
 
     One pretrained model per (dataset, arch, recipe, train seed) and, when the oracle is retrained,
-    T × K per (those, stream, size, requests, stream seed), K = `oracle_seeds` (train seeds
-    train_seed..train_seed+K−1, so runs whose seed ranges overlap share oracles). At most: two
-    streams whose first requests forget the same samples share those oracles in the store.
+    K per scheduled request (`oracle_every`: t = E, 2E, ... and T) of each (those, stream, size,
+    requests, stream seed), K = `oracle_seeds` (train seeds train_seed..train_seed+K−1, so runs whose
+    seed ranges overlap share oracles). At most: two streams whose first requests forget the same
+    samples share those oracles in the store.
     """
     pretrained, oracles = set(), set()
     for cell in cells:
         config = cell.config
-        data = json.dumps([cell.identity.get("dataset_args"), cell.identity.get("arch_args")], sort_keys=True)
-        setting = (config.dataset, data, config.arch, json.dumps(cell.identity["recipe"], sort_keys=True))
-        pretrained.add((*setting, config.resolved_seed("train_seed")))
+        key = _pretrained_key(cell)
+        pretrained.add(key)
         if config.oracle == "retrain":
             stream = (config.stream, cell.identity["size"], config.requests, config.resolved_seed("stream_seed"))
-            oracles.update(
-                (*setting, *stream, seed, t) for seed in config.oracle_train_seeds for t in range(config.requests)
-            )
+            scheduled = [t for t in range(1, config.requests + 1) if config.oracle_at(t)]
+            oracles.update((*key[:-1], *stream, seed, t) for seed in config.oracle_train_seeds for t in scheduled)
     return len(pretrained), len(oracles)
+
+
+def unlearning_fits(cells: list[Cell]) -> tuple[int, int]:
+    """(continual requests, single-shot fits) a first run serves with an empty single-shot cache.
+
+    Every cell serves its T requests; a single-shot counterfactual is fitted once per (method, its
+    arguments and guards, pretrained model, stream, seeds, t) however many cells schedule it (the
+    store caches it), and never at t = 1, where the continual fit is the single-shot one. At most:
+    the stream kinds build the same first requests for different T, which this does not assume.
+    """
+    continual, single_shot = 0, set()
+    for cell in cells:
+        config = cell.config
+        continual += config.requests
+        setting = json.dumps(
+            [_pretrained_key(cell), cell.identity["method"], cell.identity["method_args"], cell.identity.get("guards")],
+            sort_keys=True,
+        )
+        seeds = (config.resolved_seed("stream_seed"), config.resolved_seed("unlearn_seed"), config.seed)
+        stream = (config.stream, cell.identity["size"], config.requests, config.mia_protocol, *seeds)
+        single_shot |= {(setting, stream, t) for t in range(2, config.requests + 1) if config.single_shot_at(t)}
+    return continual, len(single_shot)
+
+
+def _pretrained_key(cell: Cell) -> tuple:
+    """(dataset, data and arch arguments, arch, recipe, train seed): what the pretrained model depends on."""
+    config = cell.config
+    data = json.dumps([cell.identity.get("dataset_args"), cell.identity.get("arch_args")], sort_keys=True)
+    recipe = json.dumps(cell.identity["recipe"], sort_keys=True)
+    return (config.dataset, data, config.arch, recipe, config.resolved_seed("train_seed"))
 
 
 def _plural(count: int, word: str) -> str:
@@ -439,8 +468,11 @@ def check_report(source: str, cells: list[Cell], shard: tuple[int, int] | None =
     widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]))]
     lines += ["  ".join(text.ljust(width) for text, width in zip(row, widths, strict=True)).rstrip() for row in rows]
     pretrained, oracles = models_to_train(cells)
+    continual, single_shot = unlearning_fits(cells)
     lines.append(
         f"a first run trains {_plural(pretrained, 'pretrained model')} and {_plural(oracles, 'oracle')} into "
-        f"{cells[0].config.store_dir} (fewer if they are there); datasets were not loaded, so check they are on disk"
+        f"{cells[0].config.store_dir} (fewer if they are there) and serves {continual + single_shot} unlearning "
+        f"requests: {continual} continual and {single_shot} single-shot (fewer if cached); datasets were not "
+        "loaded, so check they are on disk"
     )
     return lines

@@ -325,8 +325,7 @@ class Runner:
         key = self.single_shot_key(request)
         cached = self.store.load_scores(key)
         fits = cached is None and request.t > 1
-        if self.config.single_shot_at(request.t):  # followers fit in step with the leader, or not at all
-            self.nodes.announce(f"single-shot-{request.t}", "fit" if fits else "cached")
+        self.nodes.announce(f"single-shot-{request.t}", "fit" if fits else "cached")  # followers fit in step, or not
         if cached is not None:
             return cached
         if request.t == 1:

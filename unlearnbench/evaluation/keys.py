@@ -43,6 +43,12 @@ METRIC_KEYS: dict[str, MetricKey] = {
         MetricKey("mia_advantage", "SVC member rate on F_t − on unseen samples of its classes", False, True),
         MetricKey("gap", "Avg.Gap of the papers: mean |method − oracle| over accuracy and MIA keys", False, False),
         MetricKey("gap_acc", "mean |method − oracle| over the accuracy keys only (headline)", False, False),
+        MetricKey(
+            "forward_gain",
+            "forget_acc on F_t, continual − the same method serving F_t single-shot (forward failure)",
+            False,
+            True,
+        ),
         MetricKey("rte_s", "wall seconds of the unlearning itself, evaluation excluded", False, False),
         MetricKey("prepare_s", "wall seconds of per-request preparation (masks, teachers, features)", False, False),
         # Oracle-calibrated confidence attack (evaluation/oracle_mia.py): the oracle's value is chance, 0.5.

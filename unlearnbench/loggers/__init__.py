@@ -60,9 +60,10 @@ def write_state(run_dir: Path, state: dict) -> None:
 
 
 def request_metrics(row: dict) -> dict[str, float]:
-    """The scalar keys of a metrics row, flattened to `method/<key>` and `oracle/<key>` (None, NaN and lists left out)."""
+    """The scalar keys of a metrics row, flattened to `method/<key>`, `oracle/<key>` and `single_shot/<key>` (None,
+    NaN and lists left out; a side the request has no counterpart for is absent)."""
     flat: dict[str, float] = {}
-    for side in ("method", "oracle"):
+    for side in ("method", "oracle", "single_shot"):
         for key, value in (row.get(side) or {}).items():
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
                 continue

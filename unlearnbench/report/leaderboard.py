@@ -14,8 +14,13 @@ What a cell shows, per method, over the seeds whose run finished:
   mia_member_rate, mia_validity, mia_advantage, gap: the value after the last request T (from
   `metrics.jsonl`); a mia_validity cell ends in "n.s." when, for some averaged seed, its 95% interval
   contains 50 (the attack tells members from non-members no better than a coin);
-- mean_gap_acc, mean_gap: gap_acc and the Avg.Gap averaged over the T requests;
-- forward failure: forget_acc at T minus at 1; backward failure: the largest drop-back
+- mean_gap_acc, mean_gap: gap_acc and the Avg.Gap averaged over the requests with an oracle (every
+  request unless `--oracle-every` schedules them);
+- single_acc, fwd_fail, fwd_fail_mean: the plasticity-collapse paper's table, the forget accuracy on
+  F_T of the same method serving it single-shot from the pretrained model, the gain (continual
+  forget_acc − single-shot, at T) and its mean over the scheduled requests; the oracle's gain is 0
+  (retraining from scratch has no history to fail on);
+- drift: forget_acc at T minus at 1 (two different forget sets); backward failure: the largest drop-back
   max over s < t of history[t][s] − history[s][s], and the same against the oracle's accuracy on
   F_s at t (`bwd_fail_vs_oracle`); the oracle row shows its own values;
 - remem: re-memorization events, the pairs s < t where history[t][s] − history[s][s] exceeds 10
@@ -26,8 +31,9 @@ What a cell shows, per method, over the seeds whose run finished:
 
 The best method per column is marked (bold in Markdown, highlighted in HTML, listed in CSV): the
 one closest to the oracle's mean where the oracle is the target (arrow `→oracle`), else the lowest
-or highest by the column's direction. fwd_fail, bwd_fail and remem are not marked: a method that
-forgets nothing (finetune) has none of either failure, so no value there is better by itself. A run that is not finished (no `summary.json`), that
+or highest by the column's direction. single_acc, fwd_fail, fwd_fail_mean, drift, bwd_fail and
+remem are not marked: a method that forgets nothing (finetune) has none of either failure, so no
+value there is better by itself. A run that is not finished (no `summary.json`), that
 diverged (`"status": "diverged"`) or that failed in a suite (`error.json`) is never dropped: its row
 says so in the status column and its numbers are left out of the means. Neither is a damaged run
 (a `metrics.jsonl` line that is torn or repeats a request, a `config.yaml` edited after the run so
@@ -102,7 +108,31 @@ COLUMNS: tuple[Column, ...] = (
     _metric_column("gap"),
     Column("mean_gap_acc", "mean_gap_acc", False, False, "gap_acc averaged over the T requests"),
     Column("mean_gap", "mean_gap", False, False, "Avg.Gap averaged over the T requests"),
-    Column("forward_failure", "fwd_fail", False, True, "forget_acc at T minus at 1", ranked=False),
+    Column(
+        "single_shot_forget_acc",
+        "single_acc",
+        False,
+        True,
+        "forget_acc on F_T of the same method serving it single-shot from the pretrained model",
+        ranked=False,
+    ),
+    Column(
+        "forward_failure",
+        "fwd_fail",
+        False,
+        True,
+        "gain at T: forget_acc on F_T, continual − single-shot",
+        ranked=False,
+    ),
+    Column(
+        "forward_failure_mean",
+        "fwd_fail_mean",
+        False,
+        True,
+        "the gain averaged over the scheduled requests",
+        ranked=False,
+    ),
+    Column("forget_drift", "drift", False, True, "forget_acc at T minus at 1", ranked=False),
     Column(
         "backward_failure_max",
         "bwd_fail",
@@ -208,7 +238,8 @@ class RunRecord:
         last = rows[-1]["method"]
         values: dict[str, float | None] = {k: last.get(k) for k in COLUMN_KEYS if k in METRIC_KEYS}
         summary = stream_summary(rows)
-        values["forward_failure"] = summary["forward_failure"]
+        for key in ("single_shot_forget_acc", "forward_failure", "forward_failure_mean", "forget_drift"):
+            values[key] = summary.get(key)
         values["backward_failure_max"] = summary["backward_failure_max"]
         values["backward_failure_vs_oracle_max"] = summary.get("backward_failure_vs_oracle_max")
         values["mean_gap"] = summary.get("mean_gap")
@@ -220,16 +251,21 @@ class RunRecord:
         return values
 
     def oracle_values(self) -> dict[str, float | None] | None:
+        """The oracle's row from the run's last request, which every schedule gives an oracle."""
         rows = self.scored_rows
-        if not rows or not all(row.get("oracle") for row in rows):
+        if not rows or not rows[-1].get("oracle"):
             return None
         last = rows[-1]["oracle"]
         values: dict[str, float | None] = {k: last.get(k) for k in COLUMN_KEYS if k in METRIC_KEYS}
-        summary = stream_summary([{"method": row["oracle"]} for row in rows])
-        values["forward_failure"] = summary["forward_failure"]
-        values["backward_failure_max"] = summary["backward_failure_max"]
+        every = all(row.get("oracle") for row in rows)  # the stream-wide columns need an oracle at every t
+        summary = stream_summary([{"method": row["oracle"]} for row in rows]) if every else {}
+        values["forget_drift"] = summary.get("forget_drift")
+        values["backward_failure_max"] = summary.get("backward_failure_max")
         values["rememorization_events"] = summary.get("rememorization_events")
-        values["backward_failure_vs_oracle_max"] = 0.0 if len(rows) > 1 else None
+        values["backward_failure_vs_oracle_max"] = 0.0 if every and len(rows) > 1 else None
+        # Retraining from scratch is its own single-shot counterfactual: the same model, so the gain is 0.
+        values["single_shot_forget_acc"] = last.get("forget_acc")
+        values["forward_failure"] = values["forward_failure_mean"] = 0.0
         values["gap"] = values["mean_gap"] = values["gap_acc"] = values["mean_gap_acc"] = 0.0
         values["mia_validity_ns"] = _not_significant(last)
         values["rte_s"] = None
@@ -623,12 +659,14 @@ INTRO = (
     "Avg.Gap) also averages the SVC member rate, which on well-fit data re-measures confident "
     "correctness rather than membership (read it with `mia_valid`: n.s. = no better than chance). "
     "Values after the last request T, mean ± sample std over seeds (n = seeds averaged); "
-    "`mean_gap` averages the gap over the T requests; `fwd_fail` = forget_acc at T − at 1; "
+    "`mean_gap` averages the gap over the requests with an oracle; `fwd_fail` = forget_acc on F_T of the "
+    "continual method − of the same method serving F_T single-shot (`single_acc`), `fwd_fail_mean` its mean "
+    "over the scheduled requests; `drift` = forget_acc at T − at 1; "
     "`bwd_fail` = max over s < t of history[t][s] − history[s][s]; `remem` = re-memorization events, "
     "pairs s < t with history[t][s] − history[s][s] > 10 points; `rte_s` = unlearning seconds summed "
     "over the stream. Arrows: ↑/↓ better; →oracle: the target is the oracle's value (the top row). "
-    "**Bold** = best per column (closest to the oracle where it is the target); `fwd_fail`, `bwd_fail` "
-    "and `remem` are not marked, since a method that forgets nothing has no failure either."
+    "**Bold** = best per column (closest to the oracle where it is the target); `single_acc`, `fwd_fail`, "
+    "`drift`, `bwd_fail` and `remem` are not marked, since a method that forgets nothing has no failure either."
 )
 
 

@@ -1,11 +1,14 @@
 """Plots of a leaderboard group (matplotlib, Agg backend: no display needed), each as PNG at 200 dpi
 (embedded in the Markdown and HTML pages) and as SVG beside it (for papers and slides):
 
-- `history-<method>.png`: the T x T history matrix (accuracy on F_s after request t), mean over seeds;
-- `forget_acc.png`: forget_acc after each request t, every method and the oracle (dashed black,
-  drawn on top of the methods' lines so it is never hidden);
+- `history-<method>.png`: the T x T history matrix (accuracy on F_s after request t), mean over seeds,
+  on a fixed 0–100 scale with the oracle's mean forget accuracy marked on it;
+- `forget_acc.png`: forget_acc after each request t, every method and the oracle (dashed black, at
+  the requests that have one, drawn on top of the methods' lines so it is never hidden);
 - `update_norm.png`: ‖u_t‖ = ‖θ_t − θ_{t−1}‖ over t (from metrics.jsonl, or geometry.csv);
 - `er.png`: ER_t (rank 1) over t in the basis of all the run's updates (`er_all_r1` of `geometry.csv`).
+
+Axes are thinned to about ten labels, so a T = 100 stream stays readable.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from unlearnbench.figures import history_heatmap_figure, pyplot
+from unlearnbench.figures import ANNOTATED_REQUESTS, history_heatmap_figure, pyplot, thinned_ticks
 
 #: PNG resolution: sharp when a page scales a 6.4-inch figure up, still small (tens of kB)
 PNG_DPI = 200
@@ -47,14 +50,16 @@ def _mean_curve(curves: Sequence[Sequence[float | None]]) -> np.ndarray:
 def _line_plot(series: dict[str, np.ndarray], ylabel: str, title: str, path: Path, dashed: Sequence[str] = ()) -> Path:
     plt = pyplot()
     figure, ax = plt.subplots(figsize=(6.4, 3.8))
+    length = max((len(v) for v in series.values()), default=1)
     for label, values in series.items():
         ts = np.arange(1, len(values) + 1)
         reference = label in dashed  # the oracle: drawn above every method's line
+        # A dashed (oracle) series may be sparse (`--oracle-every`): its points keep their markers at any T.
         ax.plot(
             ts,
             values,
             "--" if reference else "-",
-            marker="o",
+            marker="o" if reference or length <= ANNOTATED_REQUESTS else None,
             markersize=3,
             label=label,
             color="black" if reference else None,
@@ -63,8 +68,7 @@ def _line_plot(series: dict[str, np.ndarray], ylabel: str, title: str, path: Pat
     ax.set_xlabel("request t")
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=9)
-    length = max((len(v) for v in series.values()), default=1)
-    ax.set_xticks(range(1, length + 1))
+    ax.set_xticks([t + 1 for t in thinned_ticks(length)])
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
     figure.tight_layout()
@@ -79,7 +83,13 @@ def write_group_plots(group, out_dir: Path) -> list[Path]:
     forget: dict[str, np.ndarray] = {}
     norms: dict[str, np.ndarray] = {}
     ers: dict[str, np.ndarray] = {}
-    oracle_forget: list[list] = []
+    oracle_forget = [
+        [r["oracle"].get("forget_acc") if r.get("oracle") else None for r in run.scored_rows]
+        for entry in group.entries
+        for run in entry.runs
+        if run.status == "complete" and any(r.get("oracle") for r in run.scored_rows)
+    ]
+    oracle_level = float(np.nanmean(_mean_curve(oracle_forget))) if oracle_forget else None
     for entry in group.entries:
         runs = [run for run in entry.runs if run.status == "complete"]
         runs = runs or [run for run in entry.runs if run.scored_rows]  # nothing finished: what there is
@@ -89,16 +99,14 @@ def write_group_plots(group, out_dir: Path) -> list[Path]:
         if histories:
             rows = min(h.shape[0] for h in histories)
             mean = np.mean([h[:rows] for h in histories], axis=0)
-            figure = history_heatmap_figure(mean, f"{entry.label}: history (mean of {len(histories)} seed(s))")
+            title = f"{entry.label}: history (mean of {len(histories)} seed(s))"
+            figure = history_heatmap_figure(mean, title, oracle_level)
             heatmaps.append(_save(figure, out_dir / f"history-{_slug(entry.label)}.png"))
         forget[entry.label] = _mean_curve([[r["method"].get("forget_acc") for r in run.scored_rows] for run in runs])
         norms[entry.label] = _mean_curve([run.update_norms() for run in runs])
         geometry = [run.geometry for run in runs if run.geometry]
         if geometry:
             ers[entry.label] = _mean_curve([[g.get("er_all_r1") for g in rows] for rows in geometry])
-        for run in runs:
-            if all(r.get("oracle") for r in run.scored_rows):
-                oracle_forget.append([r["oracle"].get("forget_acc") for r in run.scored_rows])
     if oracle_forget:
         forget = {"oracle (retrain)": _mean_curve(oracle_forget), **forget}
     if forget:

@@ -1,0 +1,159 @@
+"""The plasticity-collapse paper's protocol on a CPU: digits, a random and a class-wise stream, five methods.
+
+    python benchmarks/plasticity_cpu.py [--out runs/plasticity_cpu] [--seeds 0] [--only rl salun]
+
+Streams: random, 1% of the train set per request, T = 40 (40% forgotten), and class-wise, one class
+per request, T = 9 (every digit but one); oracles and single-shot counterfactuals every 5 requests
+and at T. Methods: FT, NegGrad+, RL, SalUn, MUNBa at their reference defaults. It prints the paper's
+table (single-task forget acc, continual last-task forget acc, gain) per stream and method, writes
+the leaderboard with the T×T history heatmaps under OUT/leaderboard, and says for each of the
+paper's four key findings whether it is observed here, with the numbers:
+
+1. forward failure under random unlearning for every method: the gain at T is > 0 for each;
+2. hidden backward re-memorization for RL and SalUn on class-wise streams: at least one pair (t, s)
+   with history[t][s] − history[s][s] above the 10-point threshold;
+3. ER_t -> 0 with a shrinking ‖u_t‖ tracking the worsening (random streams): ER_t (r = 1) and ‖u_t‖
+   are both lower over the last quarter of the stream than over the first, while the gain grows;
+4. CO_t sign alternation around re-memorization (class-wise): CO_t (first coordinate) changes sign
+   at a request with a re-memorization event more often than at the other requests.
+
+"Not observed" is a finding like any other: digits and a small CNN are not CIFAR-100 and VGG-16-BN.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from unlearnbench.evaluation.geometry import read_geometry_csv
+from unlearnbench.rundir import RunDirectory
+from unlearnbench.suite import run_suite
+
+METHODS = ["finetune", "neggrad_plus", "rl", "salun", "munba"]
+STREAMS = [{"stream": "random", "size": 0.01, "requests": 40}, {"stream": "classwise", "size": 1, "requests": 9}]
+
+
+def suite(seeds: list[int], methods: list[str]) -> dict:
+    return {
+        "out": "runs/plasticity_cpu",
+        "leaderboard": "runs/plasticity_cpu/leaderboard",
+        "common": {"dataset": "digits", "arch": "smallcnn", "oracle_every": 5, "logger": "none"},
+        "streams": STREAMS,
+        "methods": methods,
+        "seeds": seeds,
+    }
+
+
+def _quarters(values: list[float | None]) -> tuple[float, float]:
+    finite = np.array([np.nan if v is None else v for v in values], dtype=float)
+    quarter = max(1, len(finite) // 4)
+    return float(np.nanmean(finite[:quarter])), float(np.nanmean(finite[-quarter:]))
+
+
+def cell_numbers(run_dir: Path) -> dict:
+    """The table's columns and each finding's evidence from one finished run directory."""
+    summary = json.loads((run_dir / "summary.json").read_text())
+    rows = RunDirectory(run_dir).rows()
+    geometry = read_geometry_csv(run_dir / "geometry.csv")
+    gains = [row["method"].get("forward_gain") for row in rows if row["method"].get("forward_gain") is not None]
+    history = np.array([row["method"]["history"] for row in rows])
+    events = {t for t in range(len(rows)) for s in range(t) if history[t, s] - history[s, s] > 10.0}
+    co = [g.get("co_1") for g in geometry]
+    flips = [t for t in range(1, len(co)) if co[t] is not None and co[t - 1] is not None and co[t] * co[t - 1] < 0]
+    return {
+        "single": summary.get("single_shot_forget_acc"),
+        "continual": summary.get("continual_forget_acc"),
+        "gain": summary.get("forward_failure"),
+        "gain_mean": summary.get("forward_failure_mean"),
+        "gain_first_last": (gains[0], gains[-1]) if gains else (None, None),
+        "events": summary.get("rememorization_events"),
+        "bwd_max": summary.get("backward_failure_max"),
+        "er_first_last": _quarters([g.get("er_r1") for g in geometry]),
+        "norm_first_last": _quarters([g.get("update_norm") for g in geometry]),
+        "flip_at_event": sum(t in events for t in flips) / max(1, len(events)),
+        "flip_elsewhere": sum(t not in events for t in flips) / max(1, len(co) - 1 - len(events)),
+    }
+
+
+def _fmt(value) -> str:
+    return "—" if value is None else f"{value:.1f}"
+
+
+def findings(numbers: dict[tuple[str, str], dict]) -> list[str]:
+    random = {m: n for (stream, m), n in numbers.items() if stream == "random"}
+    classwise = {m: n for (stream, m), n in numbers.items() if stream == "classwise"}
+    lines = []
+    gains = {m: n["gain"] for m, n in random.items()}
+    seen = bool(gains) and all(g is not None and g > 0 for g in gains.values())
+    lines.append(
+        f"1. forward failure under random unlearning for every method: {'observed' if seen else 'not observed'} "
+        f"(gain at T: {', '.join(f'{m} {_fmt(g)}' for m, g in gains.items())})"
+    )
+    hidden = {m: (n["events"], n["bwd_max"]) for m, n in classwise.items() if m in ("rl", "salun")}
+    seen = bool(hidden) and all(events and events > 0 for events, _ in hidden.values())
+    lines.append(
+        f"2. hidden backward re-memorization for RL/SalUn class-wise: {'observed' if seen else 'not observed'} "
+        f"({', '.join(f'{m}: {e} events, max {_fmt(b)}' for m, (e, b) in hidden.items())})"
+    )
+    shrinking = {
+        m: n
+        for m, n in random.items()
+        if n["er_first_last"][1] < n["er_first_last"][0] and n["norm_first_last"][1] < n["norm_first_last"][0]
+    }
+    lines.append(
+        f"3. ER_t -> 0 with shrinking ||u_t|| tracking the worsening: observed for {len(shrinking)}/{len(random)} "
+        "methods ("
+        + ", ".join(
+            f"{m}: ER {n['er_first_last'][0]:.2f}->{n['er_first_last'][1]:.2f}, "
+            f"||u|| {n['norm_first_last'][0]:.2f}->{n['norm_first_last'][1]:.2f}, "
+            f"gain {_fmt(n['gain_first_last'][0])}->{_fmt(n['gain_first_last'][1])}"
+            for m, n in random.items()
+        )
+        + ")"
+    )
+    alternating = {m: n for m, n in classwise.items() if n["events"] and n["flip_at_event"] > n["flip_elsewhere"]}
+    lines.append(
+        f"4. CO_t sign alternation around re-memorization: observed for {len(alternating)}/{len(classwise)} methods ("
+        + ", ".join(
+            f"{m}: flips at events {n['flip_at_event']:.2f} vs elsewhere {n['flip_elsewhere']:.2f}"
+            for m, n in classwise.items()
+        )
+        + ")"
+    )
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--out", type=Path, default=None, help="folder of run directories (default runs/plasticity_cpu)"
+    )
+    parser.add_argument("--seeds", type=int, nargs="*", default=[0])
+    parser.add_argument("--only", nargs="*", default=METHODS, help="methods to run")
+    args = parser.parse_args()
+    result = run_suite(suite(args.seeds, args.only), out=args.out)
+    numbers = {}
+    for cell in result.cells:  # the first seed's runs: the table of one stream per method
+        if cell.status != "failed" and (cell.config.stream, cell.config.method) not in numbers:
+            numbers[(cell.config.stream, cell.config.method)] = cell_numbers(cell.run_dir)
+    print("| stream | method | single-task forget acc | continual last-task forget acc | gain | mean gain |")
+    print("|---|---|---:|---:|---:|---:|")
+    for (stream, method), n in numbers.items():
+        print(
+            f"| {stream} | {method} | {_fmt(n['single'])} | {_fmt(n['continual'])} | {_fmt(n['gain'])} "
+            f"| {_fmt(n['gain_mean'])} |"
+        )
+    random_gains = [n["gain"] for (stream, _), n in numbers.items() if stream == "random" and n["gain"] is not None]
+    if random_gains:
+        print(f"mean gain over methods, random stream: {np.mean(random_gains):.1f}")
+    for line in findings(numbers):
+        print(line)
+    for cell in result.failed:
+        print(f"failed: {cell.run_dir.name}: {cell.error}")
+
+
+if __name__ == "__main__":
+    main()
