@@ -28,6 +28,8 @@ TABLE_KEYS = (
     "mia_validity",
     "mia_advantage",
     "lira_auc",
+    "rmia_auc",
+    "tow",
     "gap_acc",
     "gap",
     "forward_gain",
@@ -45,8 +47,8 @@ def _cell(scores: dict, key: str) -> str:
     lo, hi = scores.get("mia_validity_lo"), scores.get("mia_validity_hi")
     if key == "mia_validity" and scores.get(key) is not None and not significant(lo, hi):
         text += " n.s."
-    if key == "lira_auc" and scores.get("lira_auc_null_lo") is not None:  # the chance band beside every AUC
-        text += f" [{scores['lira_auc_null_lo']:.2f}, {scores['lira_auc_null_hi']:.2f}]"
+    if key in ("lira_auc", "rmia_auc") and scores.get(f"{key}_null_lo") is not None:  # the chance band beside every AUC
+        text += f" [{scores[f'{key}_null_lo']:.2f}, {scores[f'{key}_null_hi']:.2f}]"
     return text
 
 

@@ -186,7 +186,8 @@ def rmia_scores(
         return np.asarray(target) / ((1 + offline_a) / 2 * mean_out + (1 - offline_a) / 2)
 
     ratio_x, ratio_z = ratio(target_x, reference_x), ratio(target_z, reference_z)
-    above = (ratio_x[:, None] > ratio_z[None, :]).sum(axis=1)  # z = x itself has LR(x) = LR(z): never counted
+    # |{z : LR(z) < LR(x)}| by sorting (memory O(|x| + |z|)); z = x itself has LR(z) = LR(x): never counted
+    above = np.searchsorted(np.sort(ratio_z), ratio_x, side="left")
     population = np.full(len(ratio_x), len(ratio_z))
     if x_in_population is not None:
         population = population - (np.asarray(x_in_population) >= 0)
