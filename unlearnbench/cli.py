@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import yaml
-from jsonargparse import ActionConfigFile, ArgumentParser, DefaultHelpFormatter
+from jsonargparse import ActionConfigFile, ArgumentParser
 from jsonargparse import ArgumentError as JsonArgumentError
 
 from unlearnbench.errors import ConfigError
 from unlearnbench.interrupt import Interrupted, interruptible
+from unlearnbench.parsers import command_parser
 
 if TYPE_CHECKING:  # the CLI imports the package lazily, so that `--help` and `list` stay instant
     from unlearnbench.config import RunConfig
@@ -32,23 +33,6 @@ EXIT_IO = 1
 
 class UsageError(ConfigError):
     """Bad input on the command line: reported as one line, exit code 2."""
-
-
-class HelpFormatter(DefaultHelpFormatter):
-    """jsonargparse's help, with a plain class named as a type (`Path`, not `<class 'Path'>`)."""
-
-    def _get_type_str(self, action) -> str | None:
-        kind = getattr(action, "_typehint", action.type)
-        if isinstance(kind, type):
-            return kind.__name__
-        return super()._get_type_str(action)
-
-
-def command_parser(command: str, description: str) -> ArgumentParser:
-    """The parser of `unlearnbench <command>`: its name in usage lines, types named plainly, errors raised."""
-    return ArgumentParser(
-        prog=f"unlearnbench {command}", description=description, formatter_class=HelpFormatter, exit_on_error=False
-    )
 
 
 def _config_paths(argv: list[str]) -> list[str]:

@@ -205,8 +205,8 @@ def suite_command(argv: list[str]) -> int:
     """
     from jsonargparse import ArgumentError
 
-    from unlearnbench.cli import command_parser
     from unlearnbench.console import Reporter, quiet_lightning_info, silence_library_warnings
+    from unlearnbench.parsers import command_parser
 
     parser = command_parser("suite", "Run a grid of runs, then build the leaderboard.")
     parser.add_argument(

@@ -550,9 +550,9 @@ def tune_command(argv: list[str]) -> int:
     """`unlearnbench tune --method M [...]` or `unlearnbench tune --suite FILE`; ConfigError for bad input."""
     from jsonargparse import ArgumentError
 
-    from unlearnbench.cli import command_parser
     from unlearnbench.console import quiet_lightning_info
     from unlearnbench.data.cache import DatasetCache
+    from unlearnbench.parsers import command_parser
 
     parser = command_parser("tune", "Tune a method's hyperparameters on validation streams.")
     parser.add_argument("--suite", type=Path | None, default=None, help="tune suite YAML (every method, equal budget)")

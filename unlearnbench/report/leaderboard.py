@@ -790,7 +790,7 @@ def leaderboard_command(argv: list[str]) -> int:
     """`unlearnbench leaderboard RUNS_DIR [--out DIR] [--plots false]`; ConfigError for bad input (nothing written)."""
     from jsonargparse import ArgumentError
 
-    from unlearnbench.cli import command_parser
+    from unlearnbench.parsers import command_parser
 
     parser = command_parser("leaderboard", "Tables and plots from run directories.")
     parser.add_argument(
