@@ -263,7 +263,14 @@ def test_gap_acc_is_the_headline_and_validity_reads_not_significant_when_it_cont
 
 # ------------------------------------------------------------------- identity, marking, labels, dates, plots
 
-UNRANKED = {"forward_failure", "backward_failure_max", "rememorization_events"}
+UNRANKED = {
+    "single_shot_forget_acc",
+    "forward_failure",
+    "forward_failure_mean",
+    "forget_drift",
+    "backward_failure_max",
+    "rememorization_events",
+}
 
 
 def test_a_run_is_counted_once_however_often_it_is_reached(runs, tmp_path, capsys):
@@ -299,7 +306,8 @@ def test_several_folders_make_one_leaderboard(tmp_path):
 
 
 def test_failure_columns_mark_no_best_and_a_method_that_forgets_nothing_is_never_crowned(tmp_path):
-    """finetune keeps forget_acc at 100 on every request: fwd_fail 0 and bwd_fail 0, the oracle's own values."""
+    """finetune keeps forget_acc at 100 on every request, continual and single-shot: fwd_fail, drift and
+    bwd_fail are 0, the oracle's own values, yet it must not be crowned in them."""
     rng = np.random.default_rng(11)
     root = tmp_path / "runs"
     fake_run(root, "ga", 0, rng)
@@ -308,10 +316,12 @@ def test_failure_columns_mark_no_best_and_a_method_that_forgets_nothing_is_never
     for row in rows:
         row["method"]["forget_acc"], row["method"]["history"] = 100.0, [100.0] * T
         row["oracle"]["forget_acc"] = 0.0
+        if row["single_shot"]:
+            row["single_shot"]["forget_acc"], row["method"]["forward_gain"] = 100.0, 0.0
     (finetune / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (group,) = build_groups(collect_runs(root))
     cells = {entry.label: entry for entry in group.entries}
-    assert cells["finetune"].cells["forward_failure"].mean == 0.0
+    assert cells["finetune"].cells["forward_failure"].mean == cells["finetune"].cells["forget_drift"].mean == 0.0
     assert not any(entry.best & UNRANKED for entry in group.entries)
     assert all(column.key in UNRANKED or column.ranked for column in group.columns)
     assert any("gap_acc" in entry.best for entry in group.entries)  # ranked columns still are
