@@ -20,7 +20,7 @@ import torch
 import yaml
 
 from tests.conftest import FAST_RECIPE, tiny_config
-from unlearnbench import io as unlearnbench_io
+from unlearnbench import rundir as rundir_module
 from unlearnbench.cli import main
 from unlearnbench.config import ConfigError
 from unlearnbench.interrupt import Interrupted, interruptible
@@ -127,14 +127,14 @@ def test_divergence_stops_the_run_and_is_recorded(tmp_path, shared_store, capsys
 
 def test_a_write_failure_is_one_clear_error_and_earlier_results_stay(tmp_path, shared_store, monkeypatch, capsys):
     argv = _argv(tmp_path, shared_store)
-    real_replace = unlearnbench_io.os.replace
+    real_append = rundir_module._append_line
 
-    def failing_replace(source, destination):
-        if str(destination).endswith("metrics.jsonl") and Path(destination).exists():
+    def failing_append(path, line):  # the disk fills up when request 2's row is appended
+        if path.name == "metrics.jsonl" and path.exists():
             raise OSError(errno.ENOSPC, "No space left on device")
-        return real_replace(source, destination)
+        return real_append(path, line)
 
-    monkeypatch.setattr(unlearnbench_io.os, "replace", failing_replace)
+    monkeypatch.setattr(rundir_module, "_append_line", failing_append)
     assert main(argv) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "No space left on device" in err and "cannot write results" in err
@@ -142,7 +142,7 @@ def test_a_write_failure_is_one_clear_error_and_earlier_results_stay(tmp_path, s
     rows = (run_dir / "metrics.jsonl").read_text().splitlines()
     assert len(rows) == 1 and json.loads(rows[0])["t"] == 1
     assert not list(run_dir.rglob("*.tmp")), "the failed write removed its temp file"
-    monkeypatch.setattr(unlearnbench_io.os, "replace", real_replace)
+    monkeypatch.setattr(rundir_module, "_append_line", real_append)
     assert main(argv) == 0
     assert len((run_dir / "metrics.jsonl").read_text().splitlines()) == 2
 
