@@ -28,6 +28,13 @@ def test_method_code_hashes_the_modules_of_the_method_and_its_method_ancestors()
     assert code["package"] == "unlearnbench" and code["version"] == unlearnbench.__version__
 
 
+def test_a_method_without_a_source_file_has_no_hash():
+    """A class made at run time (exec, a notebook, the README example's test) still runs; nothing to hash."""
+    namespace: dict = {"UnlearningMethod": UnlearningMethod}
+    exec("class Made(UnlearningMethod):\n    pass\n", namespace)
+    assert method_code(namespace["Made"], UnlearningMethod)["source_sha256"] is None
+
+
 def test_a_change_is_named_and_no_record_is_no_change():
     code = {"package": "p", "version": "1", "modules": ["p.m"], "source_sha256": "aa"}
     assert method_code_change(None, code) is None and method_code_change(dict(code), code) is None

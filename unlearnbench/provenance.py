@@ -59,25 +59,20 @@ def method_code(cls: type, base: type) -> dict:
     """
     modules = sorted({klass.__module__ for klass in cls.__mro__ if issubclass(klass, base) and klass is not base})
     digest = hashlib.sha256()
-    for name in modules:
-        digest.update(name.encode() + b"\0" + _module_source(name))
+    try:
+        for name in modules:
+            digest.update(name.encode() + b"\0" + Path(inspect.getsourcefile(sys.modules[name])).read_bytes())
+        source_sha256 = digest.hexdigest()[:16]
+    except (KeyError, TypeError, OSError):  # a class made at run time (exec, a notebook): no file to hash
+        source_sha256 = None
     top = cls.__module__.split(".")[0]
     package = (packages_distributions().get(top) or [top])[0]
     return {
         "package": package,
         "version": _version(package, top),
         "modules": modules,
-        "source_sha256": digest.hexdigest()[:16],
+        "source_sha256": source_sha256,
     }
-
-
-def _module_source(name: str) -> bytes:
-    """A module's source file; empty for one without a file (a class defined in a notebook or by `exec`),
-    whose later edits the hash then cannot see: such a method is identified by its name alone."""
-    try:
-        return Path(inspect.getsourcefile(sys.modules[name])).read_bytes()
-    except (KeyError, TypeError, OSError):
-        return b""
 
 
 def _version(package: str, top: str) -> str | None:

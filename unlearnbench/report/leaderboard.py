@@ -342,8 +342,7 @@ def collect_runs(runs_dirs: Path | Sequence[Path]) -> list[RunRecord]:
 
     A run is its identity, not its folder: the same run reached twice (a copy, two folders listed that
     overlap) is counted once, the finished copy first, else the first by path; the others are marked
-    `duplicate_of` it, listed under provenance and never averaged. A damaged copy stays "damaged": its
-    problem is what the reader must see.
+    `duplicate_of` it, listed under provenance and never averaged. A damaged copy stays "damaged".
     """
     runs, seen = [], set()
     for runs_dir in [runs_dirs] if isinstance(runs_dirs, str | os.PathLike) else runs_dirs:
@@ -363,7 +362,7 @@ def collect_runs(runs_dirs: Path | Sequence[Path]) -> list[RunRecord]:
     counted: dict[str, RunRecord] = {}
     for run in sorted(runs, key=lambda run: (run.status != "complete", str(run.path))):
         if "method" not in run.identity or run.problem is not None:
-            continue  # no readable identity, or damaged: listed with its problem, never matched or hidden
+            continue  # no readable identity, or damaged files: listed with its problem, never matched
         first = counted.setdefault(run.config_hash, run)
         if first is not run:
             run.duplicate_of = first.path
