@@ -217,7 +217,7 @@ def p6_bookkeeping(root: Path, repeats: int) -> None:
     from unlearnbench.training import build_model
 
     T, window = 100, range(6, 16)
-    runner = Runner(_config(root, requests=T, stream="random", size=0.005, logger="csv"), Reporter(quiet=True))
+    runner = Runner(_config(root, requests=T, stream="random", size=0.005), Reporter(quiet=True))
     runner.method.attach(build_model("smallcnn", runner.dataset), runner.dataset.num_classes)
     state = runner.method.resume_state()
     scores = {key: 50.0 for key in METRIC_KEYS}
