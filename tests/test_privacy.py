@@ -227,3 +227,68 @@ def test_tow_on_hand_numbers():
     assert tow_scores(method, oracle) == pytest.approx({"tow": 0.9 * 0.9 * 0.95, "tow_mia": 0.7 * 0.9 * 0.95})
     assert tow(oracle, oracle) == 1.0
     assert tow({**method, "test_acc": None}, oracle) is None
+
+
+def _write_chain(path, logits: dict, rows: list[dict], requests: list[dict], labels) -> None:
+    """A run directory as `--save-logits` leaves it, holding only what `chain_privacy` reads."""
+    import json
+
+    (path / "logits").mkdir(parents=True)
+    (path / "manifest.json").write_text(json.dumps({"requests": requests}))
+    np.savez(path / "labels.npz", train=labels[0], test=labels[1])
+    (path / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    for t, arrays in enumerate(logits, start=1):
+        np.savez(path / "logits" / f"t{t:03d}.npz", **arrays)
+
+
+def test_chain_privacy_on_hand_built_run_directories(tmp_path):
+    """Three chains whose models *are* the three oracles (F = 1, ε score = 1), and three that still hold
+    F_1 and F_2 at +20 on the true logit (every example separated: F = 0), over T = 2 requests."""
+    from unlearnbench.evaluation.chains import chain_privacy
+
+    rng = np.random.default_rng(7)
+    labels = (rng.integers(0, 3, 200), rng.integers(0, 3, 150))
+    forget = [np.arange(0, 20), np.arange(20, 40)]
+    requests = [
+        {"t": t, "forget": f.tolist(), "forget_classes": None, "test_forget": []} for t, f in enumerate(forget, 1)
+    ]
+    oracles = [[(rng.normal(size=(200, 3)), rng.normal(size=(150, 3))) for _ in range(3)] for _ in forget]
+    scores = {"forget_acc": 40.0, "retain_acc": 90.0, "test_acc": 80.0, "mia_member_rate": 50.0}
+    rows = [{"t": t, "method": scores, "oracle": {**scores, "forget_acc": 30.0}} for t in (1, 2)]
+
+    def chains(boost: float) -> list:
+        paths = []
+        for j in range(3):
+            saved = []
+            for t, models in enumerate(oracles):
+                train = models[j][0].copy()
+                held = np.concatenate(forget[: t + 1])
+                train[held, labels[0][held]] += boost
+                names = {"oracle": models[0], "oracle1": models[1], "oracle2": models[2]}
+                arrays = {
+                    f"{name}_{split}": z[i] for name, z in names.items() for i, split in enumerate(("train", "test"))
+                }
+                saved.append({"method_train": train, "method_test": models[j][1], **arrays})
+            path = tmp_path / f"boost{boost}-chain{j}"
+            _write_chain(path, saved, rows, requests, labels)
+            paths.append(path)
+        return paths
+
+    same_paths = chains(0.0)
+    same = chain_privacy(same_paths)
+    assert [r["eps_forget_score"] for r in same["requests"]] == [1.0, 1.0]
+    assert [r["eps_score"] for r in same["requests"]] == [1.0, 1.0]
+    assert same["backward_eps"] == [[1.0], [1.0, 1.0]]
+    assert same["requests"][0]["tow"] == pytest.approx(0.9)  # 1 − |40 − 30| / 100; retain and test equal
+    references = [(z[0], z[1]) for z in oracles[1]]
+    assert (
+        same["requests"][1]["rmia_auc_chains"][2]
+        == rmia_attack((oracles[1][2][0], oracles[1][2][1]), references, *labels, forget[1], classwise=False)[
+            "rmia_auc"
+        ]
+    )
+    held = chain_privacy(chains(20.0))
+    assert held["backward_eps"] == [[0.0], [0.0, 0.0]]  # F_1 still identifiable at t = 2
+    assert all(auc > 0.9 for row in held["backward_rmia"] for auc in row)
+    with pytest.raises(ValueError, match="2 chains need 2 oracles"):
+        chain_privacy(same_paths[:2])
