@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 from pathlib import Path
 
 import pytest
+import torch
 
 from unlearnbench.config import RunConfig
 from unlearnbench.registry import DATASETS, METHODS
 from unlearnbench.runner import Runner
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # `-n 2`: two workers share the cores, one torch thread each; the commands a test starts in a
+    # subprocess inherit the same count, so their numbers compare bit for bit with the worker's own.
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
 
 #: Pretraining/oracle recipe small enough for tests, still well above chance on digits.
 FAST_RECIPE = {"epochs": 4, "batch_size": 128, "lr": 0.1}
