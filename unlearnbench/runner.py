@@ -133,6 +133,7 @@ class Runner:
         self.run_dir = RunDirectory(config.run_path(self.identity))
         self.run_dir.check(self.identity)  # a run of another configuration there: ConfigError
         self.store = ModelStore(config.store_dir)
+        self._pretrained: dict[str, torch.Tensor] | None = None  # `pretrained_model`'s weights, once read
         self.nodes = NodeGroup.from_environment(config.hardware.num_nodes, self.run_dir.path.name)
         self.train_labels = self.dataset.train.labels.cpu().numpy()
         self.test_labels = self.dataset.test.labels.cpu().numpy()
@@ -196,9 +197,9 @@ class Runner:
     def trained_model(self, excluded: np.ndarray, label: str, train_seed: int | None = None) -> nn.Module:
         """The model trained from scratch on train minus `excluded` with `train_seed` (default: the run's),
         from the store or trained now."""
-        arch_args = check_arch_args(self.config.arch, self.config.arch_args)
         train_seed = self.config.resolved_seed("train_seed") if train_seed is None else train_seed
         spec = self.model_spec(excluded, train_seed)
+        arch_args = spec.arch_args
         keep = np.setdiff1d(np.arange(len(self.train_labels)), excluded)
 
         def train() -> dict[str, torch.Tensor]:
@@ -210,6 +211,17 @@ class Runner:
 
         model = build_model(self.config.arch, self.dataset, arch_args)
         model.load_state_dict(self.nodes.get_or_train(self.store, spec, train))
+        return model.eval()
+
+    def pretrained_model(self) -> nn.Module:
+        """A fresh copy of the pretrained model. Its weights are read from the store (file read, sha256
+        check) once per run, not again for every single-shot counterfactual."""
+        if self._pretrained is None:
+            model = self.trained_model(np.array([], dtype=np.int64), "pretraining")
+            self._pretrained = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+            return model
+        model = build_model(self.config.arch, self.dataset, check_arch_args(self.config.arch, self.config.arch_args))
+        model.load_state_dict(self._pretrained)
         return model.eval()
 
     def oracle(self, request: Request, k: int) -> nn.Module:
@@ -290,8 +302,7 @@ class Runner:
         config = self.config
         method = METHODS.get(config.method)(**config.resolved_method_args())
         guards = build_guards(config.guards, config.guard_args)
-        model = self.trained_model(np.array([], dtype=np.int64), "pretraining")
-        method.attach(model, self.dataset.num_classes).to(self.eval_device)
+        method.attach(self.pretrained_model(), self.dataset.num_classes).to(self.eval_device)
         label = f"single-shot {request.t}/{config.requests}"
         return method, self.fit_request(method, guards, request, label, logged=False)
 
@@ -386,8 +397,7 @@ class Runner:
         run_dir.record_session(len(rows) + 1, code)
         self.run_logger = open_run_logger(config.logger, run_dir.path, self.identity, run_dir.path.name, len(rows) + 1)
         self.reporter.start_run(run_dir.path.name, config.requests, done=len(rows))
-        model = self.trained_model(np.array([], dtype=np.int64), "pretraining")
-        self.method.attach(model, self.dataset.num_classes).to(self.eval_device)
+        self.method.attach(self.pretrained_model(), self.dataset.num_classes).to(self.eval_device)
         if resumed is not None:
             self.method.load_resume_state(resumed)
             self.reporter.message(f"resuming at request {len(rows) + 1}/{config.requests}")
@@ -443,8 +453,7 @@ class Runner:
         start = int(self.nodes.wait("start"))
         resumed = self.run_dir.load_state(start - 1) if 1 < start <= config.requests else None  # before t moves on
         if start <= config.requests:
-            model = self.trained_model(np.array([], dtype=np.int64), "pretraining")
-            self.method.attach(model, self.dataset.num_classes).to(self.eval_device)
+            self.method.attach(self.pretrained_model(), self.dataset.num_classes).to(self.eval_device)
             if resumed is not None:
                 self.method.load_resume_state(unpack_state(resumed, self.guards))
         for t in range(start, config.requests + 1):
