@@ -45,6 +45,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 import yaml
+from filelock import FileLock
 
 from unlearnbench import __version__
 from unlearnbench.config import ConfigError, Hardware, RunConfig
@@ -299,12 +300,15 @@ def open_study(spec: TuneSpec):
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     spec.out.mkdir(parents=True, exist_ok=True)
-    storage = optuna.storages.RDBStorage(
-        spec.storage_url,
-        heartbeat_interval=spec.heartbeat,
-        grace_period=2 * spec.heartbeat,
-        failed_trial_callback=optuna.storages.RetryFailedTrialCallback(max_retry=3),
-    )
+    # Two workers opening a new SQLite study at once both create its schema, and one fails on
+    # `UNIQUE constraint failed: alembic_version` (seen in CI): the first opening is serialized.
+    with FileLock(spec.out / "studies.lock"):
+        storage = optuna.storages.RDBStorage(
+            spec.storage_url,
+            heartbeat_interval=spec.heartbeat,
+            grace_period=2 * spec.heartbeat,
+            failed_trial_callback=optuna.storages.RetryFailedTrialCallback(max_retry=3),
+        )
     if spec.sampler == "nsga2":
         sampler = optuna.samplers.NSGAIISampler(
             population_size=max(2, min(50, spec.trials // 2)), seed=spec.sampler_seed
@@ -314,14 +318,15 @@ def open_study(spec: TuneSpec):
         sampler = optuna.samplers.TPESampler(n_startup_trials=max(1, min(10, spec.trials // 3)), seed=spec.sampler_seed)
         directions = ["minimize"]
     pruner = optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=1) if spec.pruner == "median" else None
-    return optuna.create_study(
-        study_name=spec.study_name(),
-        storage=storage,
-        sampler=sampler,
-        pruner=pruner or optuna.pruners.NopPruner(),
-        directions=directions,
-        load_if_exists=True,
-    )
+    with FileLock(spec.out / "studies.lock"):  # likewise the study's first creation
+        return optuna.create_study(
+            study_name=spec.study_name(),
+            storage=storage,
+            sampler=sampler,
+            pruner=pruner or optuna.pruners.NopPruner(),
+            directions=directions,
+            load_if_exists=True,
+        )
 
 
 def tune(spec: TuneSpec, reporter: Reporter, datasets=None) -> Path:
