@@ -9,6 +9,7 @@ from torch import nn
 
 from unlearnbench.evaluation.geometry import (
     GEOMETRY_FILE,
+    ROW_KEYS,
     GeometryRecorder,
     Spectrum,
     UpdateStore,
@@ -142,6 +143,22 @@ def test_recorder_resume_gives_the_same_geometry_csv(tmp_path):
     assert a == b and [row["t"] for row in a] == [1, 2, 3, 4, 5]
     assert set(a[0]) >= {"er_all_r1", "co_all_1", "er_online_r1", "norm/a.weight", "norm/b.bias"}
     assert compute_geometry(resumed.store, 5)[-1]["er_all_r1"] == pytest.approx(last["er_r1"])
+
+
+def test_recorder_writes_geometry_csv_once_and_its_rows_equal_the_whole_recomputation(tmp_path):
+    """O(1) bookkeeping per request: no geometry.csv before request T (its `_all` columns would change with
+    every update); each row's keys from the grown Gram equal the last row of a from-scratch table."""
+    T, rows = 6, random_rows(6, 30, seed=9).astype(np.float32)
+    recorder = GeometryRecorder(tmp_path, T)
+    for t in range(1, T + 1):
+        keys = recorder.record(t, [("w", (30,))], rows[t - 1])
+        assert (tmp_path / GEOMETRY_FILE).exists() == (t == T)
+        scratch = geometry_table(rows[:t])[-1]
+        for key, column in ROW_KEYS.items():
+            assert (keys[key] is None) == (scratch[column] is None), key
+            if scratch[column] is not None:
+                assert keys[key] == pytest.approx(scratch[column], rel=1e-9, abs=1e-12), key
+    assert [row["t"] for row in read_geometry_csv(tmp_path / GEOMETRY_FILE)] == list(range(1, T + 1))
 
 
 def test_metrics_er_is_the_basis_at_request_t_and_geometry_csv_er_all_the_basis_of_every_update(tmp_path):

@@ -30,9 +30,8 @@ What is computed (U = [u_1 … u_t] as columns, d x t)
 - cos_prev: cosine between u_t and u_{t−1} (sign flips show oscillation).
 
 The per-request values after request t use the basis of the updates so far (u_1..u_t): the metrics
-row's `er_r1`, `co_1`, `r90`. `geometry.csv` is rewritten after every request with that basis, so the
-file left after request T holds every row in the basis U = [u_1 … u_T]; its columns are named
-`er_all_r1`, `co_all_1`, `r90_all` because they are other numbers than the rows' (at t = 1 the row's
+row's `er_r1`, `co_1`, `r90`. `geometry.csv` is written once, after request T, so it holds every row
+in the basis U = [u_1 … u_T]; its columns are named `er_all_r1`, `co_all_1`, `r90_all` because they are other numbers than the rows' (at t = 1 the row's
 `er_r1` is 1 by construction, the final file's `er_all_r1` of row 1 is not). docs/diagnostics.md.
 
 Methods that do not train by gradient descent
@@ -234,6 +233,19 @@ def gram(rows: np.ndarray, chunk_bytes: int = CHUNK_BYTES) -> np.ndarray:
     return G
 
 
+def gram_column(rows: np.ndarray, u: np.ndarray, chunk_bytes: int = CHUNK_BYTES) -> np.ndarray:
+    """U u for the t x d row matrix U (float64, chunked over d): the new Gram column when u joins U."""
+    t, d = rows.shape
+    chunk = max(1, chunk_bytes // (8 * max(t, 1)))
+    column = np.zeros(t, dtype=np.float64)
+    for start in range(0, d, chunk):
+        column += np.asarray(rows[:, start : start + chunk], dtype=np.float64) @ np.asarray(
+            u[start : start + chunk], dtype=np.float64
+        )
+        release_pages(rows)
+    return column
+
+
 @dataclass
 class Spectrum:
     """Eigendecomposition of a Gram matrix: σ descending, V columns, numerically non-zero only."""
@@ -324,19 +336,40 @@ def online_energy_ratio(G: np.ndarray, t: int, r: int | None) -> tuple[float, in
 def geometry_table(rows: np.ndarray, *, chunk_bytes: int = CHUNK_BYTES) -> list[dict]:
     """One dict per row t of `rows` (t x d, e.g. a memmap slice): every geometry column but the layer norms."""
     G = gram(rows, chunk_bytes)
-    spectrum = Spectrum.of(G)
-    r90 = spectrum.r_energy()
-    signs = column_signs(rows, spectrum, max(RANKS))
-    co = coordinates(spectrum, max(RANKS), signs)
-    ratios = {f"er_all_r{r}": energy_ratio(G, spectrum, r) for r in RANKS}
-    ratios["er_all_r90"] = energy_ratio(G, spectrum, r90)
-    table = []
-    for i in range(len(G)):
-        norm = math.sqrt(max(G[i, i], 0.0))
-        entry: dict = {"t": i + 1, "update_norm": norm}
-        entry.update({key: _finite(values[i]) for key, values in ratios.items()})
-        entry["r90_all"] = r90
-        entry.update({f"co_all_{j + 1}": _finite(co[i, j]) for j in range(max(RANKS))})
+    basis = _Basis.of(rows, G)
+    return [basis.entry(i) for i in range(len(G))]
+
+
+def latest_geometry_row(rows: np.ndarray, G: np.ndarray) -> dict:
+    """The last row of `geometry_table(rows)` from a Gram matrix the caller keeps (one pass over `rows` for
+    the column signs instead of a whole Gram and t eigendecompositions)."""
+    return _Basis.of(rows, G).entry(len(G) - 1)
+
+
+@dataclass
+class _Basis:
+    """The top singular vectors of U = rows (sign-fixed) and what every row's entry reads from them."""
+
+    G: np.ndarray
+    r90: int
+    co: np.ndarray
+    ratios: dict[str, np.ndarray]
+
+    @classmethod
+    def of(cls, rows: np.ndarray, G: np.ndarray) -> _Basis:
+        spectrum = Spectrum.of(G)
+        r90 = spectrum.r_energy()
+        co = coordinates(spectrum, max(RANKS), column_signs(rows, spectrum, max(RANKS)))
+        ratios = {f"er_all_r{r}": energy_ratio(G, spectrum, r) for r in RANKS}
+        ratios["er_all_r90"] = energy_ratio(G, spectrum, r90)
+        return cls(G, r90, co, ratios)
+
+    def entry(self, i: int) -> dict:
+        G = self.G
+        entry: dict = {"t": i + 1, "update_norm": math.sqrt(max(G[i, i], 0.0))}
+        entry.update({key: _finite(values[i]) for key, values in self.ratios.items()})
+        entry["r90_all"] = self.r90
+        entry.update({f"co_all_{j + 1}": _finite(self.co[i, j]) for j in range(max(RANKS))})
         for r in RANKS:
             entry[f"er_online_r{r}"] = _finite(online_energy_ratio(G, i + 1, r)[0])
         value, k = online_energy_ratio(G, i + 1, None)
@@ -345,8 +378,7 @@ def geometry_table(rows: np.ndarray, *, chunk_bytes: int = CHUNK_BYTES) -> list[
             entry["cos_prev"] = float(G[i, i - 1] / math.sqrt(G[i, i] * G[i - 1, i - 1]))
         else:
             entry["cos_prev"] = None
-        table.append(entry)
-    return table
+        return entry
 
 
 def _finite(value) -> float | None:
@@ -416,12 +448,21 @@ def _format(value) -> str:
 
 
 class GeometryRecorder:
-    """What the runner calls after each request: store u_t, rewrite geometry.csv, return row keys."""
+    """What the runner calls after each request: store u_t, return the row's geometry keys, and write
+    geometry.csv once the last request is served.
+
+    Per request it costs one pass over u_1..u_t (the new Gram row and the column signs), never a rewrite of
+    a whole file: the Gram matrix grows by one row and column, and geometry.csv, whose `_all` columns
+    change with every update, is written once, in the basis of all T updates, when request T is recorded.
+    A run stopped before T has none yet (`recompute_geometry` builds it from `updates.f32`); its resume
+    writes it.
+    """
 
     def __init__(self, directory: Path, num_requests: int, finished: int = 0):
         self.directory = Path(directory)
         self.store = UpdateStore(directory, num_requests, finished)
         self.not_applicable: str | None = None
+        self._gram = np.zeros((0, 0))  # G of u_1..u_t after request t; rebuilt from the store on resume
 
     def record(self, t: int, layout, update: np.ndarray) -> dict:
         empty = dict.fromkeys(ROW_KEYS)
@@ -432,9 +473,26 @@ class GeometryRecorder:
                 self.not_applicable = str(error)
         if self.not_applicable is not None or self.store.d == 0:
             return empty | {"geometry_note": self.not_applicable or "no trainable parameters"}
-        table = compute_geometry(self.store, t)
-        write_text_atomic(self.directory / GEOMETRY_FILE, geometry_csv(table))
-        return empty | {key: table[-1][column] for key, column in ROW_KEYS.items()}
+        missing = [s for s in range(1, t + 1) if s not in self.store.rows_written]
+        if missing:
+            raise LayoutError(f"updates of requests {missing} are missing from {self.store.path}")
+        rows = self.store.memmap()[:t]
+        self._gram = self._grown_gram(rows)
+        latest = latest_geometry_row(rows, self._gram)
+        if t == self.store.num_requests:
+            write_text_atomic(self.directory / GEOMETRY_FILE, geometry_csv(compute_geometry(self.store, t)))
+        return empty | {key: latest[column] for key, column in ROW_KEYS.items()}
+
+    def _grown_gram(self, rows: np.ndarray) -> np.ndarray:
+        """G of `rows` grown one column at a time from the one kept, or from column 1 after a (re)start: the
+        same arithmetic either way, so a resumed run's rows equal an uninterrupted run's to the last bit."""
+        t = len(rows)
+        start = len(self._gram) if len(self._gram) < t else 0
+        G = np.zeros((t, t))
+        G[:start, :start] = self._gram[:start, :start]
+        for s in range(start + 1, t + 1):
+            G[s - 1, :s] = G[:s, s - 1] = gram_column(rows[:s], rows[s - 1])
+        return G
 
 
 def read_geometry_csv(path: Path) -> list[dict]:
