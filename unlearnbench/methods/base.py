@@ -10,7 +10,8 @@ and the runner treats every method the same way.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import ClassVar
 
 import lightning as L
@@ -132,6 +133,55 @@ class UnlearningMethod(L.LightningModule):
             momentum=self.hparams.momentum,
             weight_decay=self.hparams.weight_decay,
         )
+
+
+class WeightEdit(UnlearningMethod):
+    """A method that edits the weights once per request from statistics of the data, with no optimizer.
+
+    It takes `batch_size` (of the loaders it reads) only: the optimizer settings are dropped from
+    its hyperparameters. `prepare` keeps the request and its view for `unlearn` to read.
+    """
+
+    trains_by_gradient = False
+
+    def __init__(self, batch_size: int = 64):
+        super().__init__(batch_size=batch_size)
+        for unused in ("epochs", "lr", "momentum", "weight_decay"):
+            self.hparams.pop(unused)
+        self.request: UnlearningRequest | None = None
+        self.data: StreamView | None = None
+
+    def prepare(self, request: UnlearningRequest, data: StreamView) -> None:
+        self.request, self.data = request, data
+
+    def batches(self, which: str, indices=None) -> Iterator[Batch]:
+        """The request's `which` set (or its `indices`) in unshuffled batches of `batch_size`, on the model's device."""
+        device = next(self.model.parameters()).device
+        for b in self.data.loader(which, batch_size=self.hparams.batch_size, indices=indices):
+            yield Batch(b.x.to(device), b.y.to(device), b.idx)
+
+
+class AdamOptimizer:
+    """Mixin for a method whose reference trains with Adam over every parameter (`momentum` is unused)."""
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.Adam(self.model.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
+
+
+@contextmanager
+def evaluating(model: nn.Module) -> Iterator[nn.Module]:
+    """`model` in eval mode inside the block (BN reads its running statistics), its own mode after it."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)
+
+
+def batches_in(samples: int, batch_size: int) -> int:
+    """How many batches of `batch_size` hold `samples` (the last one may be short)."""
+    return -(-samples // batch_size)
 
 
 def random_labels(labels: Tensor, num_classes: int, exclude_true: bool) -> Tensor:

@@ -7,12 +7,11 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from unlearnbench.methods.base import UnlearningMethod
-from unlearnbench.methods.gradients import diagonal_fisher, on_device
+from unlearnbench.methods.base import WeightEdit
+from unlearnbench.methods.gradients import diagonal_fisher
 from unlearnbench.ranges import NON_NEGATIVE, ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import Float, space
-from unlearnbench.streams.base import StreamView, UnlearningRequest
 
 
 def noise_std(fisher: Tensor, alpha: float, max_std: float) -> Tensor:
@@ -21,7 +20,7 @@ def noise_std(fisher: Tensor, alpha: float, max_std: float) -> Tensor:
 
 
 @METHODS.register("fisher")
-class Fisher(UnlearningMethod):
+class Fisher(WeightEdit):
     """Fisher forgetting: θ += N(0, σ²), σ = min(sqrt(α/F_retain), 1e-3) (Golatkar et al., CVPR 2020).
 
     "Eternal Sunshine of the Spotless Net", as in OPTML-Group/Unlearn-Saliency
@@ -41,24 +40,15 @@ class Fisher(UnlearningMethod):
         head_boost: noise multiplier of parameters whose last dimension is the class count.
     """
 
-    trains_by_gradient = False
-
     search_space = space(alpha=Float(1e-3, 10.0, log=True), max_std=Float(1e-4, 1.0, log=True))
     valid_ranges = ranges(alpha=NON_NEGATIVE, max_std=NON_NEGATIVE, head_boost=NON_NEGATIVE)
 
     def __init__(self, alpha: float = 0.2, max_std: float = 1e-3, head_boost: float = 10.0, batch_size: int = 64):
-        super().__init__(batch_size=batch_size)
-        for unused in ("epochs", "lr", "momentum", "weight_decay"):
-            self.hparams.pop(unused)
-        self.data: StreamView | None = None
-
-    def prepare(self, request: UnlearningRequest, data: StreamView) -> None:
-        self.data = data
+        super().__init__(batch_size)
 
     def unlearn(self, fit: Callable[[int], None]) -> None:
         model, h = self.model.eval(), self.hparams
-        device = next(model.parameters()).device
-        fisher = diagonal_fisher(model, on_device(self.data.loader("retain", batch_size=h.batch_size), device))
+        fisher = diagonal_fisher(model, self.batches("retain"))
         with torch.no_grad():
             for name, p in model.named_parameters():
                 if name in fisher:
