@@ -20,19 +20,17 @@ from unlearnbench.streams.batches import BatchMode
 class NegGradPlus(UnlearningMethod):
     """NegGrad+: CE(retain) − β·CE(forget) (Kurmanji et al., NeurIPS 2023; the seed lab's formulation).
 
-    Default (`formulation="lab"`): the seed paper's lab, TIML-Group/Mode-Connectivity-Unlearning at
-    ff1f215 (`unlearn.py: training_step_ga_plus`, `arg_parser.py`, `train.py`): one shuffled pass over
-    forget ∪ retain, each batch split by membership, loss = CE_r − β·CE_f with each CE a mean over
-    its part, from one forward pass over the whole batch; β = 0.15, lr 0.01, batch 128, SGD momentum
-    0.9, weight decay 1e-4, 10 epochs (its README's unlearning runs). A batch with no forget sample
-    takes CE_r alone (the lab's mean over an empty part would be NaN). Where we differ: the lab
-    anneals lr by cosine over the epochs; here it is constant. Measured on the default digits
-    class-wise stream (seed 0): forget_acc 0.0 at all 5 requests, but the unbounded ascent term
-    takes retain_acc to 67.5 after request 1 and 12.6–25.7 after the next four.
-    `formulation="scrub"`: SCRUB's α·CE_r − (1−α)·CE_f over paired batches (meghdadk/SCRUB at 98ffb11,
-    `large_scale_ictest.ipynb`: α = 0.9999, lr 0.01, 10 epochs, SGD without momentum or weight decay;
-    pass those). Its forget term is ~1500x weaker than the lab's; our former default (α = 0.999, 5
-    epochs, momentum 0.9, weight decay 5e-4) left forget_acc at 82–93 over the same stream.
+    Default (`formulation="lab"`): the seed paper's lab, TIML-Group/Mode-Connectivity-Unlearning at ff1f215
+    (`unlearn.py: training_step_ga_plus`, `arg_parser.py`, `train.py`): one shuffled pass over forget ∪ retain, each
+    batch split by membership, loss = CE_r − β·CE_f with each CE a mean over its part, from one forward pass over the
+    whole batch; β = 0.15, lr 0.01, batch 128, SGD momentum 0.9, weight decay 1e-4, 10 epochs (its README's unlearning
+    runs). A batch with no forget sample takes CE_r alone (the lab's mean over an empty part would be NaN). Where we
+    differ: the lab anneals lr by cosine over the epochs; here it is constant. Measured on the default digits class-wise
+    stream (seed 0): forget_acc 0.0 at all 5 requests, but the unbounded ascent term takes retain_acc to 67.5 after
+    request 1 and 12.6–25.7 after the next four. `formulation="scrub"`: SCRUB's α·CE_r − (1−α)·CE_f over paired batches
+    (meghdadk/SCRUB at 98ffb11, `large_scale_ictest.ipynb`: α = 0.9999, lr 0.01, 10 epochs, SGD without momentum or
+    weight decay; pass those). Its forget term is ~1500x weaker than the lab's; our former default (α = 0.999, 5 epochs,
+    momentum 0.9, weight decay 5e-4) left forget_acc at 82–93 over the same stream.
 
     Args:
         beta: weight β of the forget term (`formulation=lab`).

@@ -10,19 +10,13 @@ from torch import Tensor
 
 from unlearnbench.data.base import Batch
 from unlearnbench.methods.base import UnlearningMethod
+from unlearnbench.methods.losses import adaptive_ce
 from unlearnbench.methods.ssd import importances
 from unlearnbench.ranges import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, PROBABILITY, ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import GRADIENT_SPACE, Float, space
 from unlearnbench.streams.base import StreamView, UnlearningRequest
 from unlearnbench.streams.batches import BatchMode
-
-
-def adaptive_ce(logits: Tensor, labels: Tensor, lambd: float) -> Tensor:
-    """Σ_i w_i·CE_i with w_i ∝ CE_i^(−λ) (detached, Σ w = 1): well-forgotten samples weigh less."""
-    ce = F.cross_entropy(logits, labels, reduction="none")
-    weight = 1 / (ce.detach().pow(lambd) + 1e-15)
-    return (weight / weight.sum() * ce).sum()
 
 
 def saliency_mask(
