@@ -10,7 +10,7 @@ and the runner treats every method the same way.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from typing import ClassVar
 
@@ -177,6 +177,16 @@ def evaluating(model: nn.Module) -> Iterator[nn.Module]:
         yield model
     finally:
         model.train(was_training)
+
+
+def one_of(name: str, value, choices: Collection):
+    """`value` (`choices[value]` where `choices` is a mapping) if it is one of `choices`, else a ValueError naming them.
+
+    The command line checks a `Literal` argument already; this checks it for a method built in code.
+    """
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, not {value!r}")
+    return choices[value] if isinstance(choices, Mapping) else value
 
 
 def batches_in(samples: int, batch_size: int) -> int:

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from unlearnbench.data.base import Batch
-from unlearnbench.methods.base import UnlearningMethod, random_labels
+from unlearnbench.methods.base import UnlearningMethod, one_of, random_labels
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import GRADIENT_SPACE, Categorical, space
 from unlearnbench.streams.batches import BatchMode
@@ -45,9 +45,7 @@ class RandomLabel(UnlearningMethod):
         weight_decay: float = 5e-4,
     ):
         super().__init__(lr, epochs, batch_size, momentum, weight_decay)
-        if batches not in ("forget_then_retain", "mixed"):
-            raise ValueError(f"batches must be 'forget_then_retain' or 'mixed', not {batches!r}")
-        self.batch_mode = BatchMode(batches)
+        self.batch_mode = BatchMode(one_of("batches", batches, ("forget_then_retain", "mixed")))
 
     def loss(self, batch: dict[str, Batch]) -> Tensor:
         x, y = [], []
