@@ -20,13 +20,12 @@ from unlearnbench.streams.batches import BatchMode
 class NegGradPlus(UnlearningMethod):
     """NegGrad+: CE(retain) − β·CE(forget) (Kurmanji et al., NeurIPS 2023; the seed lab's formulation).
 
-    Default (`formulation="lab"`): the seed paper's lab, TIML-Group/Mode-Connectivity-Unlearning at ff1f215
-    (`unlearn.py: training_step_ga_plus`, `arg_parser.py`, `train.py`): one shuffled pass over forget ∪ retain, each
-    batch split by membership, loss = CE_r − β·CE_f, each a mean over its part, from one forward pass; β = 0.15, lr
-    0.01, batch 128, SGD momentum 0.9, weight decay 1e-4, 10 epochs; a batch with no forget sample takes CE_r alone
-    (the lab's is NaN). Where we differ: the lab anneals lr by cosine; here it is constant. `formulation="scrub"`:
-    SCRUB's α·CE_r − (1−α)·CE_f over paired batches (meghdadk/SCRUB at 98ffb11, `large_scale_ictest.ipynb`: α =
-    0.9999, lr 0.01, 10 epochs, SGD without momentum or weight decay; pass those).
+    Default `formulation="lab"`: the seed paper's lab (TIML-Group/Mode-Connectivity-Unlearning at ff1f215, `unlearn.py:
+    training_step_ga_plus`, `arg_parser.py`, `train.py`): one shuffled pass over forget ∪ retain, each batch split by
+    membership, CE_r − β·CE_f from one forward pass; β 0.15, lr 0.01, batch 128, SGD momentum 0.9, weight decay 1e-4,
+    10 epochs. Where we differ: constant lr (the lab anneals it by cosine); a batch with no forget sample takes CE_r
+    alone (the lab's is NaN). `formulation="scrub"`: SCRUB's α·CE_r − (1−α)·CE_f on paired batches (meghdadk/SCRUB at
+    98ffb11, `large_scale_ictest.ipynb`: α = 0.9999, lr 0.01, 10 epochs, SGD with no momentum or weight decay).
 
     Args:
         beta: weight β of the forget term (`formulation=lab`).
