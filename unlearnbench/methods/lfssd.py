@@ -4,27 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import torch
 from torch import Tensor, nn
 
 from unlearnbench.data.base import Batch
+from unlearnbench.methods.gradients import accumulated_gradients
 from unlearnbench.methods.ssd import SSD
 from unlearnbench.registry import METHODS
 
 
 def output_norm_importances(model: nn.Module, batches: Iterable[Batch]) -> dict[str, Tensor]:
     """Mean over minibatches of |∇ mean_{x∈b} ‖f(x)‖₂²|: no labels are read."""
-    parameters = dict(model.named_parameters())
-    total = {name: torch.zeros_like(p) for name, p in parameters.items()}
-    count = 0
-    for batch in batches:
-        model.zero_grad()
-        model(batch.x).norm(p=2, dim=1).pow(2).mean().backward()
-        for name, p in parameters.items():
-            if p.grad is not None:
-                total[name] += p.grad.abs()
-        count += 1
-    model.zero_grad()
+    total, count = accumulated_gradients(
+        model, batches, lambda b: model(b.x).norm(p=2, dim=1).pow(2).mean(), lambda g, b: g.abs()
+    )
     return {name: value / max(count, 1) for name, value in total.items()}
 
 
