@@ -20,6 +20,7 @@ from torch import Tensor, nn
 
 from unlearnbench.data.base import Batch
 from unlearnbench.errors import ConfigError
+from unlearnbench.methods.gradients import on_device
 from unlearnbench.ranges import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Range, ranges
 from unlearnbench.search_space import Distribution
 from unlearnbench.streams.base import StreamView, UnlearningRequest
@@ -126,6 +127,18 @@ class UnlearningMethod(L.LightningModule):
     def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
         self.after_step()
 
+    def manual_step(self, loss: Tensor, adjust_gradients: Callable[[], None] | None = None) -> None:
+        """One optimizer step on `loss`, for a method with `automatic_optimization = False`.
+
+        `adjust_gradients()` runs between the backward pass and the step (a mask, a clip).
+        """
+        optimizer = self.optimizers()
+        optimizer.zero_grad()
+        self.manual_backward(loss)
+        if adjust_gradients is not None:
+            adjust_gradients()
+        optimizer.step()
+
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.SGD(
             [p for p in self.model.parameters() if p.requires_grad],
@@ -156,9 +169,8 @@ class WeightEdit(UnlearningMethod):
 
     def batches(self, which: str, indices=None) -> Iterator[Batch]:
         """The request's `which` set (or its `indices`) in unshuffled batches of `batch_size`, on the model's device."""
-        device = next(self.model.parameters()).device
-        for b in self.data.loader(which, batch_size=self.hparams.batch_size, indices=indices):
-            yield Batch(b.x.to(device), b.y.to(device), b.idx)
+        loader = self.data.loader(which, batch_size=self.hparams.batch_size, indices=indices)
+        return on_device(loader, next(self.model.parameters()).device)
 
 
 class AdamOptimizer:

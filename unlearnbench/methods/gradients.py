@@ -8,7 +8,7 @@ depend on the other samples of its batch (and `vmap` allows no in-place batch st
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -53,7 +53,8 @@ def summed_gradient(model: nn.Module, batches: Iterable[Batch]) -> tuple[Tensor,
 
 def flat_gradient(loss: Tensor, params: list[Tensor], retain_graph: bool = False) -> Tensor:
     """∇θ loss over `params`, flattened in their order (zeros for a parameter the loss does not reach)."""
-    return torch.cat([g.flatten() for g in torch.autograd.grad(loss, params, retain_graph, materialize_grads=True)])
+    gradients = torch.autograd.grad(loss, params, retain_graph=retain_graph, materialize_grads=True)
+    return torch.cat([g.flatten() for g in gradients])
 
 
 @torch.no_grad()
@@ -93,6 +94,12 @@ def importances(model: nn.Module, batches: Iterable[Batch]) -> dict[str, Tensor]
         model, batches, lambda b: F.cross_entropy(model(b.x), b.y), lambda g, b: g.pow(2)
     )
     return {name: value / max(count, 1) for name, value in total.items()}
+
+
+def on_device(batches: Iterable[Batch], device: torch.device) -> Iterator[Batch]:
+    """`batches` with images and labels moved to `device` (indices stay where the loader keeps them)."""
+    for b in batches:
+        yield b._replace(x=b.x.to(device), y=b.y.to(device))
 
 
 def diagonal_fisher(model: nn.Module, batches: Iterable[Batch], eps: float = 1e-8) -> dict[str, Tensor]:

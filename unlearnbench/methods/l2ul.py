@@ -9,7 +9,7 @@ from torch import Tensor, nn
 from unlearnbench.data.base import Batch
 from unlearnbench.methods.adversarial import targeted_l2_pgd
 from unlearnbench.methods.base import UnlearningMethod, evaluating, random_labels
-from unlearnbench.methods.gradients import accumulated_gradients
+from unlearnbench.methods.gradients import accumulated_gradients, on_device
 from unlearnbench.ranges import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import GRADIENT_SPACE, Float, space
@@ -78,7 +78,7 @@ class L2UL(UnlearningMethod):
 
     def prepare(self, request: UnlearningRequest, data: StreamView) -> None:
         h, model, device = self.hparams, self.model, self.device
-        batches = [Batch(b.x.to(device), b.y.to(device), b.idx) for b in data.loader("forget", batch_size=h.batch_size)]
+        batches = list(on_device(data.loader("forget", batch_size=h.batch_size), device))
         images, targets = [], []
         with evaluating(model):
             self.penalty_weights = mas_penalty_weights(model, batches)

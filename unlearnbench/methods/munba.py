@@ -7,7 +7,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from unlearnbench.data.base import Batch
-from unlearnbench.methods.base import UnlearningMethod, random_labels
+from unlearnbench.methods.base import UnlearningMethod, batches_in, random_labels
+from unlearnbench.methods.gradients import flat_gradient
 from unlearnbench.ranges import POSITIVE, ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import GRADIENT_SPACE, Categorical, Float, space
@@ -75,31 +76,21 @@ class MUNBa(UnlearningMethod):
         self.forget_batches = 0
 
     def prepare(self, request: UnlearningRequest, data: StreamView) -> None:
-        self.forget_batches = -(-len(request.forget) // self.hparams.batch_size)
+        self.forget_batches = batches_in(len(request.forget), self.hparams.batch_size)
+
+    def clip_gradient_norm(self) -> None:
+        self.clip_gradients(self.optimizers(), gradient_clip_val=self.hparams.clip, gradient_clip_algorithm="norm")
 
     def training_step(self, batch: dict[str, Batch], batch_idx: int) -> Tensor:
         forget, retain = batch["forget"], batch["retain"]
-        optimizer = self.optimizers()
-        optimizer.zero_grad()
         loss_r = F.cross_entropy(self(retain.x), retain.y)
-        if self.hparams.cycle_forget or batch_idx < self.forget_batches:
-            loss_f = F.cross_entropy(self(forget.x), random_labels(forget.y, self.num_classes, exclude_true=False))
-            parameters = [p for p in self.model.parameters() if p.requires_grad]
-            g_r, g_f = (
-                torch.cat(
-                    [
-                        g.flatten()
-                        for g in torch.autograd.grad(part, parameters, retain_graph=True, materialize_grads=True)
-                    ]
-                )
-                for part in (loss_r, loss_f)
-            )
-            alpha_r, alpha_f = munba_weights(g_r, g_f)
-            loss = alpha_r * loss_r + alpha_f * loss_f
-            self.manual_backward(loss)
-            self.clip_gradients(optimizer, gradient_clip_val=self.hparams.clip, gradient_clip_algorithm="norm")
-        else:
-            loss = loss_r
-            self.manual_backward(loss)
-        optimizer.step()
+        if not (self.hparams.cycle_forget or batch_idx < self.forget_batches):
+            self.manual_step(loss_r)
+            return loss_r
+        loss_f = F.cross_entropy(self(forget.x), random_labels(forget.y, self.num_classes, exclude_true=False))
+        parameters = [p for p in self.model.parameters() if p.requires_grad]
+        g_r, g_f = (flat_gradient(part, parameters, retain_graph=True) for part in (loss_r, loss_f))
+        alpha_r, alpha_f = munba_weights(g_r, g_f)
+        loss = alpha_r * loss_r + alpha_f * loss_f
+        self.manual_step(loss, self.clip_gradient_norm)
         return loss

@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from unlearnbench.data.base import Batch
-from unlearnbench.methods.base import UnlearningMethod
+from unlearnbench.methods.base import UnlearningMethod, batches_in
 from unlearnbench.methods.distill import Teacher, distill_kl
 from unlearnbench.ranges import NON_NEGATIVE, POSITIVE, ranges
 from unlearnbench.registry import METHODS
@@ -67,21 +67,15 @@ class SCRUB(UnlearningMethod):
 
     def prepare(self, request: UnlearningRequest, data: StreamView) -> None:
         self.teacher = Teacher(self.model)
-        self.forget_batches = -(-len(request.forget) // self.hparams.batch_size)
+        self.forget_batches = batches_in(len(request.forget), self.hparams.batch_size)
 
     def training_step(self, batch: dict[str, Batch], batch_idx: int) -> Tensor:
         forget, retain, h = batch["forget"], batch["retain"], self.hparams
         if self.current_epoch < h.msteps and batch_idx < self.forget_batches:
-            self._step(-distill_kl(self(forget.x), self.teacher(forget.x), h.temperature))
+            self.manual_step(-distill_kl(self(forget.x), self.teacher(forget.x), h.temperature))
         logits = self(retain.x)
         loss = h.gamma * F.cross_entropy(logits, retain.y) + h.alpha * distill_kl(
             logits, self.teacher(retain.x), h.temperature
         )
-        self._step(loss)
+        self.manual_step(loss)
         return loss
-
-    def _step(self, loss: Tensor) -> None:
-        optimizer = self.optimizers()
-        optimizer.zero_grad()
-        self.manual_backward(loss)
-        optimizer.step()

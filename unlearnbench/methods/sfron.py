@@ -9,8 +9,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from unlearnbench.data.base import Batch
-from unlearnbench.methods.base import UnlearningMethod
-from unlearnbench.methods.gradients import importances
+from unlearnbench.methods.base import UnlearningMethod, evaluating
+from unlearnbench.methods.gradients import importances, on_device
 from unlearnbench.methods.losses import adaptive_ce
 from unlearnbench.ranges import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, PROBABILITY, ranges
 from unlearnbench.registry import METHODS
@@ -83,42 +83,38 @@ class SFRon(UnlearningMethod):
         self.mask: dict[str, Tensor] = {}
 
     def prepare(self, request: UnlearningRequest, data: StreamView) -> None:
-        was_training, size = self.model.training, self.hparams.batch_size
-        self.model.eval()
-        fisher = {
-            w: importances(
-                self.model,
-                (b._replace(x=b.x.to(self.device), y=b.y.to(self.device)) for b in data.loader(w, batch_size=size)),
-            )
-            for w in ("forget", "retain")
-        }
-        self.model.train(was_training)
+        with evaluating(self.model) as model:
+            fisher = {
+                which: importances(
+                    model, on_device(data.loader(which, batch_size=self.hparams.batch_size), self.device)
+                )
+                for which in ("forget", "retain")
+            }
         self.mask = saliency_mask(fisher["forget"], fisher["retain"], self.hparams.gamma)
 
     def training_step(self, batch: dict[str, Batch], batch_idx: int) -> Tensor:
-        h, optimizer = self.hparams, self.optimizers()
+        h = self.hparams
         params = [p for p in self.model.parameters() if p.requires_grad]
         before = [p.detach().clone() for p in params] if h.ema_beta < 1 else None
         step = self.current_epoch * self.trainer.num_training_batches + batch_idx
         if step % h.forget_freq == 0:
             alpha = h.forget_alpha * (1 + math.cos(math.pi * step / self.trainer.estimated_stepping_batches)) / 2
-            optimizer.zero_grad()
-            self.manual_backward(-alpha * adaptive_ce(self(batch["forget"].x), batch["forget"].y, h.lambd))
-            for name, p in self.model.named_parameters():
-                if p.grad is not None:
-                    p.grad.mul_(self.mask[name])
-            torch.nn.utils.clip_grad_norm_(params, h.max_norm)
-            optimizer.step()
+            ascent = -alpha * adaptive_ce(self(batch["forget"].x), batch["forget"].y, h.lambd)
+            self.manual_step(ascent, lambda: self.masked_and_clipped(params))
         loss = F.cross_entropy(self(batch["retain"].x), batch["retain"].y)
-        optimizer.zero_grad()
-        self.manual_backward(loss)
-        optimizer.step()
+        self.manual_step(loss)
         self.lr_schedulers().step()
         if before is not None:
             with torch.no_grad():
                 for p, old in zip(params, before, strict=True):
                     p.lerp_(old, 1 - h.ema_beta)
         return loss
+
+    def masked_and_clipped(self, params: list[Tensor]) -> None:
+        for name, p in self.model.named_parameters():
+            if p.grad is not None:
+                p.grad.mul_(self.mask[name])
+        torch.nn.utils.clip_grad_norm_(params, self.hparams.max_norm)
 
     def configure_optimizers(self):
         optimizer = super().configure_optimizers()
