@@ -20,14 +20,13 @@ from unlearnbench.streams.batches import BatchMode
 class BoundaryExpand(UnlearningMethod):
     """Boundary Expanding: forget samples trained into an extra output unit, pruned after (Chen et al., CVPR 2023).
 
-    "Boundary Unlearning", as in OPTML-Group/Unlearn-Saliency `Classification/unlearn/boundary_ex.py`
-    (commit 3152cfeb): the classifier gets one more output (old rows copied, the new one freshly
-    initialized) and every forget sample is trained toward it, forget set only. The OPTML code then
-    keeps the widened head; the paper (and its authors' code) prunes the extra neuron, which is what
-    we do after the fit, so the output width is the class count again and the state dict keeps its
-    shapes. lr 1e-5 and 10 epochs are the paper's, SGD momentum 0.9, weight decay 5e-4 and batch
-    256 from OPTML's `arg_parser.py`. Train mode on forget-only batches, as there, also moves BN's
-    running statistics toward the forget set (at lr 1e-5 on digits, most of the effect).
+    "Boundary Unlearning", as in OPTML-Group/Unlearn-Saliency `Classification/unlearn/boundary_ex.py` (commit 3152cfeb):
+    the classifier gets one more output (old rows copied, the new one freshly initialized) and every forget sample is
+    trained toward it, forget set only. The OPTML code then keeps the widened head; the paper (and its authors' code)
+    prunes the extra neuron, which is what we do after the fit, so the output width is the class count again and the
+    state dict keeps its shapes. lr 1e-5 and 10 epochs are the paper's, SGD momentum 0.9, weight decay 5e-4 and batch
+    256 from OPTML's `arg_parser.py`. Train mode on forget-only batches, as there, also moves BN's running statistics
+    toward the forget set (at lr 1e-5 on digits, most of the effect).
     """
 
     batch_mode = BatchMode.FORGET

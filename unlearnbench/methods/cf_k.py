@@ -20,15 +20,14 @@ from unlearnbench.streams.batches import BatchMode
 class CFk(UnlearningMethod):
     """CF-k: CE on retain, only the last k blocks trained (Goel et al., "Towards Adversarial Evaluations for Inexact Machine Unlearning").
 
-    Reference shash42/Evaluating-Inexact-Unlearning (commit e3154015): `src/methods.py`
-    (`cat_forget_finetune` with K, `resetFinalResnet(reinit=False)`) and `src/learn.py`
-    (`train_loop`): SGD momentum 0.9, weight decay 5e-5, batch 64, gradient-norm clipping at 10,
-    max lr 0.1; k = 1 is its smallest setting (`scripts/unlearn.sh`, `--minL-rf=1`) and 30 epochs
-    its fine-tuning length (`--epochs-ft=30`). Where we differ: a block is the arch's layer group
-    (`unlearnbench.models.blocks`: a residual block, a conv with its BN, a transformer block, the
-    classifier), where the reference counts single conv/linear layers from the output; and the lr
-    is constant, where the reference anneals it from 0.1 to 0.005 with cosine warm restarts.
-    Frozen blocks' BN running statistics still follow the retain batches, as there.
+    Reference shash42/Evaluating-Inexact-Unlearning (commit e3154015): `src/methods.py` (`cat_forget_finetune` with K,
+    `resetFinalResnet(reinit=False)`) and `src/learn.py` (`train_loop`): SGD momentum 0.9, weight decay 5e-5, batch 64,
+    gradient-norm clipping at 10, max lr 0.1; k = 1 is its smallest setting (`scripts/unlearn.sh`, `--minL-rf=1`) and 30
+    epochs its fine-tuning length (`--epochs-ft=30`). Where we differ: a block is the arch's layer group
+    (`unlearnbench.models.blocks`: a residual block, a conv with its BN, a transformer block, the classifier), where the
+    reference counts single conv/linear layers from the output; and the lr is constant, where the reference anneals it
+    from 0.1 to 0.005 with cosine warm restarts. Frozen blocks' BN running statistics still follow the retain batches,
+    as there.
 
     Args:
         k: the last k blocks (the arch's layer groups) are trained, the rest frozen.

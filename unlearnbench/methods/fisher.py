@@ -23,16 +23,14 @@ def noise_std(fisher: Tensor, alpha: float, max_std: float) -> Tensor:
 class Fisher(WeightEdit):
     """Fisher forgetting: θ += N(0, σ²), σ = min(sqrt(α/F_retain), 1e-3) (Golatkar et al., CVPR 2020).
 
-    "Eternal Sunshine of the Spotless Net", as in OPTML-Group/Unlearn-Saliency
-    `Classification/unlearn/fisher.py`, function `fisher` (commit 95766237): F is the diagonal
-    Fisher of the retain set, the mean over samples of (∇θ log p(y|x) + 1e-8)² with the true
-    label, in eval mode; α = 0.2 (`arg_parser.py` default `--alpha`). Like the reference, noise on
-    a parameter whose last dimension equals the class count (there: `shape[-1] == 10`, which is
-    the classifier bias, not its weight) is multiplied by `head_boost` = 10. The reference's
-    `fisher_new` (per-row averaged variance, μ set to 0 for the forgotten class) is a different
-    method and is not this one. The clamp at 1e-3 keeps the perturbation small; `max_std` makes it
-    a setting. Per-sample gradients use `torch.func` (the reference loops over samples). No
-    optimizer is involved: `epochs`, `lr`, `momentum` and `weight_decay` are not taken.
+    "Eternal Sunshine of the Spotless Net", as in OPTML-Group/Unlearn-Saliency `Classification/unlearn/fisher.py`,
+    function `fisher` (commit 95766237): F is the diagonal Fisher of the retain set, the mean over samples of (∇θ log
+    p(y|x) + 1e-8)² with the true label, in eval mode; α = 0.2 (`arg_parser.py` default `--alpha`). Like the reference,
+    noise on a parameter whose last dimension equals the class count (there: `shape[-1] == 10`, which is the classifier
+    bias, not its weight) is multiplied by `head_boost` = 10. The reference's `fisher_new` (per-row averaged variance, μ
+    set to 0 for the forgotten class) is a different method and is not this one. The clamp at 1e-3 keeps the
+    perturbation small; `max_std` makes it a setting. Per-sample gradients use `torch.func` (the reference loops over
+    samples). No optimizer is involved: `epochs`, `lr`, `momentum` and `weight_decay` are not taken.
 
     Args:
         alpha: α in σ = min(sqrt(α/F), max_std).

@@ -29,13 +29,12 @@ from unlearnbench.streams.base import StreamView, UnlearningRequest
 class LOFT(UnlearningMethod):
     """LOFT: logits = head(UUᵀz), U ∈ St(d, s) hides the forget features ("Machine Unlearning in Low-Dimensional Feature Subspace", NeurIPS 2026).
 
-    The backbone is frozen. `prepare` (timed as prepare_s) extracts penultimate features in eval
-    mode (cached per model hash) and their mean-centred float64 covariances Σ_f (forget set F_t)
-    and Σ_r (retain set); `unlearn` (timed as rte_s) runs `steps` full-batch RiemannianAdam steps
-    on J(U) = (tr(UᵀΣ_fU)/tr Σ_f)² + (tr(Σ_r − UUᵀΣ_rUUᵀ)/tr Σ_r)². s is the smallest k whose
-    eigenvalues of Σ_r hold `variance` of the trace, unless `s` is given. Each request starts afresh
-    from the backbone: plain LOFT forgets F_t only. No weight decay is offered: on geoopt's canonical
-    Stiefel metric it is a no-op. `fuse` folds UUᵀ into the head weights (same logits, no cost).
+    The backbone is frozen. `prepare` (timed as prepare_s) extracts penultimate features in eval mode (cached per model
+    hash) and their mean-centred float64 covariances Σ_f (forget set F_t) and Σ_r (retain set); `unlearn` (timed as
+    rte_s) runs `steps` full-batch RiemannianAdam steps on J(U) = (tr(UᵀΣ_fU)/tr Σ_f)² + (tr(Σ_r − UUᵀΣ_rUUᵀ)/tr Σ_r)².
+    s is the smallest k whose eigenvalues of Σ_r hold `variance` of the trace, unless `s` is given. Each request starts
+    afresh from the backbone: plain LOFT forgets F_t only. No weight decay is offered: on geoopt's canonical Stiefel
+    metric it is a no-op. `fuse` folds UUᵀ into the head weights (same logits, no cost).
 
     Defaults are the authors' release (`arg_parser.py` and the subspace script of the code published
     with the paper; commit not recorded): RiemannianAdam(lr=`unlearn_lr`) with no `stabilize`, lr 1

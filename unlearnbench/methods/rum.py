@@ -36,19 +36,17 @@ class SubsetView(StreamView):
 class RUM(UnlearningMethod):
     """RUM: refine the forget set into memorization levels, unlearn them low -> high, each with its own method (Zhao et al., NeurIPS 2024).
 
-    "What makes unlearning hard and what to do about it". The forget set is sorted by a
-    memorization proxy and cut into len(`stages`) equal-size groups, least memorized first; group k
-    is unlearned by the registered method `stages[k]` (`none`: left alone) with its own defaults,
-    overridden per name by `stage_args`, each stage starting from the model the previous one left.
-    Default none -> finetune -> salun, following the paper's finding that low-memorization samples
-    need little and high-memorization ones the strongest method. Where we differ: the paper's
-    proxy (C-proxy) is the true-label confidence averaged over the pretraining run's checkpoints;
-    that run is not recorded in the model store, so the proxy here is 1 − the pre-request model's
-    softmax confidence on the true label (eval transform), computed once per request. A stage must
-    train by gradient on retain or mixed batches (finetune, rl, salun, l1_sparse, ...): the request's
-    batches are built once, mixed forget ∪ retain in batches of `batch_size`, and each stage sees
-    only its own group's forget samples in them. A stage's `prepare` (SalUn's mask) runs inside
-    `unlearn`, after the previous stage, so it is timed in rte_s, not prepare_s.
+    "What makes unlearning hard and what to do about it". The forget set is sorted by a memorization proxy and cut into
+    len(`stages`) equal-size groups, least memorized first; group k is unlearned by the registered method `stages[k]`
+    (`none`: left alone) with its own defaults, overridden per name by `stage_args`, each stage starting from the model
+    the previous one left. Default none -> finetune -> salun, following the paper's finding that low-memorization
+    samples need little and high-memorization ones the strongest method. Where we differ: the paper's proxy (C-proxy) is
+    the true-label confidence averaged over the pretraining run's checkpoints; that run is not recorded in the model
+    store, so the proxy here is 1 − the pre-request model's softmax confidence on the true label (eval transform),
+    computed once per request. A stage must train by gradient on retain or mixed batches (finetune, rl, salun,
+    l1_sparse, ...): the request's batches are built once, mixed forget ∪ retain in batches of `batch_size`, and each
+    stage sees only its own group's forget samples in them. A stage's `prepare` (SalUn's mask) runs inside `unlearn`,
+    after the previous stage, so it is timed in rte_s, not prepare_s.
 
     Args:
         stages: a method per memorization group, least memorized first (`none`: left alone).

@@ -24,16 +24,16 @@ class SCAR(AdamOptimizer, UnlearningMethod):
     """SCAR: Mahalanobis pull of forget embeddings to the nearest other class + KL distillation on surrogate data (Bonato et al., ECCV 2024).
 
     "Is Retain Set All You Need in Machine Unlearning? Restoring Performance of Unlearned Models with
-    Out-of-Distribution Images". As the authors' `Mahalanobis` method (jackbntz/SCAR, `methods.py`; read through mirrored
-    copies, so no commit is named) and a port with its constants inlined (an OPTML-style `unlearn/SCAR.py`: T = 2, λ2 =
-    5, γ = 3, lr 5e-4, wd 0): class means and inverse covariances of Tukey-transformed (δ = 0.5) penultimate features,
-    covariance shrunk twice (γ1 = γ2 = 3), normalized to a correlation matrix and pseudo-inverted; each forget sample's
-    target is its nearest class other than its own, fixed with the pre-request model; loss = λ1·mean Mahalanobis
-    distance to the target (λ1 = 1) + λ2·KL(teacher ‖ student) on a surrogate batch (T = 2 on both sides, no T²), Adam.
-    Class-wise, the teacher's forget-class logits are set to its minimum and surrogate images it predicts as a forget
-    class are dropped (the reference's "CR" mode). Surrogate data (never the retain set): no dataset here ships an
-    out-of-distribution split a method may read, so the surrogate is `surrogate_size` smooth Gaussian-noise images drawn
-    per request (`mahalanobis.surrogate_images`; digits 8×8: a 2×2 grid, CIFAR: 8×8), labelled by the pre-request
+    Out-of-Distribution Images". As the authors' `Mahalanobis` method (jackbntz/SCAR, `methods.py`; read through
+    mirrored copies, so no commit is named) and a port with its constants inlined (an OPTML-style `unlearn/SCAR.py`: T =
+    2, λ2 = 5, γ = 3, lr 5e-4, wd 0): class means and inverse covariances of Tukey-transformed (δ = 0.5) penultimate
+    features, covariance shrunk twice (γ1 = γ2 = 3), normalized to a correlation matrix and pseudo-inverted; each forget
+    sample's target is its nearest class other than its own, fixed with the pre-request model; loss = λ1·mean
+    Mahalanobis distance to the target (λ1 = 1) + λ2·KL(teacher ‖ student) on a surrogate batch (T = 2 on both sides, no
+    T²), Adam. Class-wise, the teacher's forget-class logits are set to its minimum and surrogate images it predicts as
+    a forget class are dropped (the reference's "CR" mode). Surrogate data (never the retain set): no dataset here ships
+    an out-of-distribution split a method may read, so the surrogate is `surrogate_size` smooth Gaussian-noise images
+    drawn per request (`mahalanobis.surrogate_images`; digits 8×8: a 2×2 grid, CIFAR: 8×8), labelled by the pre-request
     model. Where we differ: the reference estimates class statistics on retain and distils on a real OOD dataset (a
     CIFAR-100 subset for CIFAR-10); both use the noise here, so classes the model never predicts on noise (fewer than 2
     images) cannot be targets. The reference takes batch_fgt_ret_ratio + 1 steps per forget batch and stops early at a

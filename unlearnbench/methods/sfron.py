@@ -30,18 +30,16 @@ def saliency_mask(
 class SFRon(UnlearningMethod):
     """SFR-on: saliency forgetting in the remain-preserving manifold, online (Huang et al., NeurIPS 2024).
 
-    "Unified Gradient-Based Machine Unlearning with Remain Geometry Enhancement". Defaults are the
-    CIFAR-10 setting of the reference `SFRon` (K1nght/Unified-Unlearning-w-Remain-Geometry,
-    `Classification/unlearn/sfron.py`, commit 1837bf6): SGD lr 0.01, momentum 0.9, weight decay
-    5e-4, batch 128, cosine lr decay; every `forget_freq` = 5 steps an ascent step on a forget batch
-    with the adaptive CE (λ = 0.5) times α_t = 25·(1 + cos(πs/S))/2, its gradient masked by the
-    Fisher-ratio saliency mask (γ = 1; diagonal Fishers = mean squared minibatch CE gradients in eval
-    mode, computed once per request) and clipped to norm 7; then, every step, a descent step on a
-    retain batch. Fast-slow weights: after each step θ ← β·θ + (1 − β)·θ_prev; the reference's
-    default β = 1 makes this the identity, so the "slow" trajectory is the optimizer's own.
-    Where we differ: the reference runs 1500 iterations (4.3 passes over CIFAR-10's retain set);
-    here the count is whole epochs over the retain set (4). Its Fisher batches are augmented; ours
-    use the eval transform.
+    "Unified Gradient-Based Machine Unlearning with Remain Geometry Enhancement". Defaults are the CIFAR-10 setting of
+    the reference `SFRon` (K1nght/Unified-Unlearning-w-Remain-Geometry, `Classification/unlearn/sfron.py`, commit
+    1837bf6): SGD lr 0.01, momentum 0.9, weight decay 5e-4, batch 128, cosine lr decay; every `forget_freq` = 5 steps an
+    ascent step on a forget batch with the adaptive CE (λ = 0.5) times α_t = 25·(1 + cos(πs/S))/2, its gradient masked
+    by the Fisher-ratio saliency mask (γ = 1; diagonal Fishers = mean squared minibatch CE gradients in eval mode,
+    computed once per request) and clipped to norm 7; then, every step, a descent step on a retain batch. Fast-slow
+    weights: after each step θ ← β·θ + (1 − β)·θ_prev; the reference's default β = 1 makes this the identity, so the
+    "slow" trajectory is the optimizer's own. Where we differ: the reference runs 1500 iterations (4.3 passes over
+    CIFAR-10's retain set); here the count is whole epochs over the retain set (4). Its Fisher batches are augmented;
+    ours use the eval transform.
 
     Args:
         forget_alpha: peak weight α of the forget ascent step (cosine-decayed).
