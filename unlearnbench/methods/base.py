@@ -173,6 +173,21 @@ class WeightEdit(UnlearningMethod):
         return on_device(loader, next(self.model.parameters()).device)
 
 
+class ClipsGradientNorm:
+    """Mixin: the gradient norm is clipped at `hparams.clip` before every optimizer step (CF-k, EU-k, MUNBa).
+
+    Lightning calls `configure_gradient_clipping` under automatic optimization; a manual-optimization
+    method passes `clip_gradient_norm` to `manual_step`.
+    """
+
+    def clip_gradient_norm(self, optimizer=None) -> None:
+        optimizer = optimizer or self.optimizers()
+        self.clip_gradients(optimizer, gradient_clip_val=self.hparams.clip, gradient_clip_algorithm="norm")
+
+    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None) -> None:
+        self.clip_gradient_norm(optimizer)
+
+
 class AdamOptimizer:
     """Mixin for a method whose reference trains with Adam over every parameter (`momentum` is unused)."""
 

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from unlearnbench.data.base import Batch
-from unlearnbench.methods.base import UnlearningMethod, batches_in, random_labels
+from unlearnbench.methods.base import ClipsGradientNorm, UnlearningMethod, batches_in, random_labels
 from unlearnbench.methods.gradients import flat_gradient
 from unlearnbench.ranges import POSITIVE, ranges
 from unlearnbench.registry import METHODS
@@ -41,7 +41,7 @@ def munba_weights(g_r: Tensor, g_f: Tensor) -> tuple[float, float]:
 
 
 @METHODS.register("munba")
-class MUNBa(UnlearningMethod):
+class MUNBa(ClipsGradientNorm, UnlearningMethod):
     """MUNBa: α_r·CE(retain) + α_f·CE(forget, random labels), α by Nash bargaining (Wu & Harandi, CVPR 2025).
 
     "MUNBa: Machine Unlearning via Nash Bargaining", reference `Classification/unlearn/MUNBa.py` (its closed-form
@@ -76,9 +76,6 @@ class MUNBa(UnlearningMethod):
 
     def prepare(self, request: UnlearningRequest, data: StreamView) -> None:
         self.forget_batches = batches_in(len(request.forget), self.hparams.batch_size)
-
-    def clip_gradient_norm(self) -> None:
-        self.clip_gradients(self.optimizers(), gradient_clip_val=self.hparams.clip, gradient_clip_algorithm="norm")
 
     def training_step(self, batch: dict[str, Batch], batch_idx: int) -> Tensor:
         forget, retain = batch["forget"], batch["retain"]
