@@ -8,7 +8,7 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
-from unlearnbench.methods.base import UnlearningMethod
+from unlearnbench.methods.base import UnlearningMethod, one_of
 from unlearnbench.methods.subspace import (
     FeatureCache,
     Moments,
@@ -74,8 +74,7 @@ class LOFT(UnlearningMethod):
         batch_size: int = 512,
     ):
         super().__init__(lr=lr, batch_size=batch_size)
-        if init not in ("random", "pca"):
-            raise ValueError(f"init must be 'random' or 'pca', not {init!r}")
+        one_of("init", init, ("random", "pca"))
         for unused in ("epochs", "momentum", "weight_decay"):
             self.hparams.pop(unused)
         self.U: Tensor | None = None  # d x s, float64; persisted through get/set_extra_state
