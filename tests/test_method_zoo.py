@@ -8,12 +8,13 @@ from torch import nn
 
 from tests.conftest import tiny_config
 from unlearnbench.data.base import Batch
-from unlearnbench.methods.coun import info_nce
+from unlearnbench.methods.adversarial import targeted_l2_pgd
 from unlearnbench.methods.delete import masked_target
+from unlearnbench.methods.gradients import importances
 from unlearnbench.methods.l1_sparse import l1_weight
-from unlearnbench.methods.l2ul import targeted_l2_pgd
+from unlearnbench.methods.losses import info_nce
 from unlearnbench.methods.munba import FALLBACK, munba_weights, nash_bargaining
-from unlearnbench.methods.ssd import dampen, importances
+from unlearnbench.methods.ssd import dampen
 from unlearnbench.runner import Runner, trainable_vector
 
 

@@ -14,7 +14,7 @@ from torch import nn
 from tests.conftest import tiny_config
 from unlearnbench.config import ConfigError
 from unlearnbench.data.base import Batch
-from unlearnbench.methods.boundary_shrink import fgsm_labels
+from unlearnbench.methods.adversarial import fgsm_labels
 from unlearnbench.methods.gradients import inverse_fisher_product
 from unlearnbench.methods.unsir import error_maximizing_noise
 from unlearnbench.models.blocks import last_blocks, parameter_blocks
@@ -138,12 +138,12 @@ def test_boundary_shrink_labels_differ_from_the_true_ones(tmp_path, shared_store
     runner, model = _pretrained(tmp_path, shared_store, "boundary_shrink")
     request = runner.stream.select(1)
     batch = next(iter(runner.stream.view().loader("forget", batch_size=512)))
-    mean, std = (torch.tensor(v).view(1, -1, 1, 1) for v in runner.stream.view().normalization)
+    normalization = runner.stream.view().normalization
     assert (model(batch.x).argmax(1) == batch.y).float().mean() > 0.9  # the pretrained model knows them
-    labels = fgsm_labels(model, batch.x, batch.y, 0.1, mean, std)
+    labels = fgsm_labels(model, batch.x, batch.y, 0.1, normalization)
     assert (labels != batch.y).float().mean() > 0.5, request.forget_classes
     # bound 0: the image is only rounded to 1/255, which the digits pixels already are
-    torch.testing.assert_close(fgsm_labels(model, batch.x, batch.y, 0.0, mean, std), model(batch.x).argmax(1))
+    torch.testing.assert_close(fgsm_labels(model, batch.x, batch.y, 0.0, normalization), model(batch.x).argmax(1))
 
 
 def test_boundary_expand_trains_an_extra_unit_and_leaves_the_width_unchanged(tmp_path, shared_store):

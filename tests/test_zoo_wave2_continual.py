@@ -15,11 +15,12 @@ from unlearnbench.guards.ewc import EWC
 from unlearnbench.guards.lwf import LwF, lwf_distillation
 from unlearnbench.guards.mas import MAS, mas_importance
 from unlearnbench.methods.finetune import FineTune
-from unlearnbench.methods.jit import JiT, lipschitz_loss
+from unlearnbench.methods.jit import JiT
 from unlearnbench.methods.lfssd import output_norm_importances
+from unlearnbench.methods.losses import adaptive_ce, lipschitz_loss
+from unlearnbench.methods.mahalanobis import mahalanobis, shrunk_precision, tukey
 from unlearnbench.methods.rum import RUM
-from unlearnbench.methods.scar import mahalanobis, shrunk_precision, tukey
-from unlearnbench.methods.sfron import adaptive_ce, saliency_mask
+from unlearnbench.methods.sfron import saliency_mask
 from unlearnbench.methods.ssd import dampen
 from unlearnbench.registry import GUARDS, METHODS
 from unlearnbench.streams.base import RequestStream

@@ -7,7 +7,7 @@ import torch
 from torch import Tensor, nn
 
 from unlearnbench.guards import Guard, pull_toward, trainable
-from unlearnbench.methods.ssd import importances
+from unlearnbench.methods.gradients import importances
 from unlearnbench.registry import GUARDS
 from unlearnbench.streams.base import StreamView
 

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from unlearnbench.data.base import Batch
-from unlearnbench.methods.base import UnlearningMethod
-from unlearnbench.methods.distill import Teacher, reinitialized
+from unlearnbench.methods.base import AdamOptimizer, UnlearningMethod
+from unlearnbench.methods.distill import Teacher, distill_kl, reinitialized
 from unlearnbench.ranges import FRACTION, POSITIVE, ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import Float, Int, space
@@ -17,17 +16,16 @@ from unlearnbench.streams.batches import BatchMode
 
 
 @METHODS.register("bad_teacher")
-class BadTeacher(UnlearningMethod):
+class BadTeacher(AdamOptimizer, UnlearningMethod):
     """Bad Teacher: KL to an incompetent teacher on forget, to a competent one on retain (Chundawat et al., AAAI 2023).
 
-    "Can Bad Teaching Induce Forgetting?". The competent teacher is a frozen copy of the model before
-    the request; the incompetent one a freshly initialized model of the same arch (new each
-    request). As in the reference (`blindspot_unlearner`, also in SSD's code): a random 30% of
-    retain (`retain_fraction`) is mixed with the forget set in shuffled batches of 256, KL
-    temperature 1, Adam lr 1e-4, 1 epoch. Where we differ: the 30% sample is drawn once per request
-    and filtered out of batches of forget ∪ retain, so batches hold about a third of 256 samples and
-    an epoch takes about 3× as many steps; KL is the batch mean (the reference's `F.kl_div` default
-    averages over classes too, a constant factor Adam mostly absorbs). `momentum` is unused (Adam).
+    "Can Bad Teaching Induce Forgetting?". The competent teacher is a frozen copy of the model before the request; the
+    incompetent one a freshly initialized model of the same arch (new each request). As in the reference
+    (`blindspot_unlearner`, also in SSD's code): a random 30% of retain (`retain_fraction`) is mixed with the forget set
+    in shuffled batches of 256, KL temperature 1, Adam lr 1e-4, 1 epoch. Where we differ: the 30% sample is drawn once
+    per request and filtered out of batches of forget ∪ retain, so batches hold about a third of 256 samples and an
+    epoch takes about 3× as many steps; KL is the batch mean (the reference's `F.kl_div` default averages over classes
+    too, a constant factor Adam mostly absorbs). `momentum` is unused (Adam).
 
     Args:
         retain_fraction: share of the retain set drawn once per request and mixed with the forget set.
@@ -71,9 +69,4 @@ class BadTeacher(UnlearningMethod):
         if not len(x):  # a last mixed batch of unsampled retain samples only: nothing to learn
             return torch.zeros((), device=x.device, requires_grad=True)
         target = torch.cat([self.incompetent(forget.x), self.competent(retain.x[sampled])])
-        temperature = self.hparams.temperature
-        log_student = F.log_softmax(self(x) / temperature, dim=1)
-        return F.kl_div(log_student, F.softmax(target / temperature, dim=1), reduction="batchmean")
-
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.Adam(self.model.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
+        return distill_kl(self(x), target, self.hparams.temperature, t_squared=False)

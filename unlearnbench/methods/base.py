@@ -10,7 +10,8 @@ and the runner treats every method the same way.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
+from contextlib import contextmanager
 from typing import ClassVar
 
 import lightning as L
@@ -19,6 +20,7 @@ from torch import Tensor, nn
 
 from unlearnbench.data.base import Batch
 from unlearnbench.errors import ConfigError
+from unlearnbench.methods.gradients import on_device
 from unlearnbench.ranges import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Range, ranges
 from unlearnbench.search_space import Distribution
 from unlearnbench.streams.base import StreamView, UnlearningRequest
@@ -125,6 +127,18 @@ class UnlearningMethod(L.LightningModule):
     def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
         self.after_step()
 
+    def manual_step(self, loss: Tensor, adjust_gradients: Callable[[], None] | None = None) -> None:
+        """One optimizer step on `loss`, for a method with `automatic_optimization = False`.
+
+        `adjust_gradients()` runs between the backward pass and the step (a mask, a clip).
+        """
+        optimizer = self.optimizers()
+        optimizer.zero_grad()
+        self.manual_backward(loss)
+        if adjust_gradients is not None:
+            adjust_gradients()
+        optimizer.step()
+
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.SGD(
             [p for p in self.model.parameters() if p.requires_grad],
@@ -132,6 +146,79 @@ class UnlearningMethod(L.LightningModule):
             momentum=self.hparams.momentum,
             weight_decay=self.hparams.weight_decay,
         )
+
+
+class WeightEdit(UnlearningMethod):
+    """A method that edits the weights once per request from statistics of the data, with no optimizer.
+
+    It takes `batch_size` (of the loaders it reads) only: the optimizer settings are dropped from
+    its hyperparameters. `prepare` keeps the request and its view for `unlearn` to read.
+    """
+
+    trains_by_gradient = False
+
+    def __init__(self, batch_size: int = 64):
+        super().__init__(batch_size=batch_size)
+        for unused in ("epochs", "lr", "momentum", "weight_decay"):
+            self.hparams.pop(unused)
+        self.request: UnlearningRequest | None = None
+        self.data: StreamView | None = None
+
+    def prepare(self, request: UnlearningRequest, data: StreamView) -> None:
+        self.request, self.data = request, data
+
+    def batches(self, which: str, indices=None) -> Iterator[Batch]:
+        """The request's `which` set (or its `indices`) in unshuffled batches of `batch_size`, on the model's device."""
+        loader = self.data.loader(which, batch_size=self.hparams.batch_size, indices=indices)
+        return on_device(loader, next(self.model.parameters()).device)
+
+
+class ClipsGradientNorm:
+    """Mixin: the gradient norm is clipped at `hparams.clip` before every optimizer step (CF-k, EU-k, MUNBa).
+
+    Lightning calls `configure_gradient_clipping` under automatic optimization; a manual-optimization
+    method passes `clip_gradient_norm` to `manual_step`.
+    """
+
+    def clip_gradient_norm(self, optimizer=None) -> None:
+        optimizer = optimizer or self.optimizers()
+        self.clip_gradients(optimizer, gradient_clip_val=self.hparams.clip, gradient_clip_algorithm="norm")
+
+    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None) -> None:
+        self.clip_gradient_norm(optimizer)
+
+
+class AdamOptimizer:
+    """Mixin for a method whose reference trains with Adam over every parameter (`momentum` is unused)."""
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.Adam(self.model.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
+
+
+@contextmanager
+def evaluating(model: nn.Module) -> Iterator[nn.Module]:
+    """`model` in eval mode inside the block (BN reads its running statistics), its own mode after it."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)
+
+
+def one_of(name: str, value, choices: Collection):
+    """`value` (`choices[value]` where `choices` is a mapping) if it is one of `choices`, else a ValueError naming them.
+
+    The command line checks a `Literal` argument already; this checks it for a method built in code.
+    """
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, not {value!r}")
+    return choices[value] if isinstance(choices, Mapping) else value
+
+
+def batches_in(samples: int, batch_size: int) -> int:
+    """How many batches of `batch_size` hold `samples` (the last one may be short)."""
+    return -(-samples // batch_size)
 
 
 def random_labels(labels: Tensor, num_classes: int, exclude_true: bool) -> Tensor:

@@ -6,51 +6,30 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
 from unlearnbench.data.base import Batch
 from unlearnbench.methods.base import UnlearningMethod
+from unlearnbench.models.head import resized, set_classifier
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import GRADIENT_SPACE, space
 from unlearnbench.streams.batches import BatchMode
-
-
-def resized(linear: nn.Linear, width: int) -> nn.Linear:
-    """A copy of `linear` with `width` outputs: existing rows kept, new rows as nn.Linear initializes them."""
-    new = nn.Linear(linear.in_features, width, linear.bias is not None, linear.weight.device, linear.weight.dtype)
-    rows = min(width, linear.out_features)
-    with torch.no_grad():
-        new.weight[:rows] = linear.weight[:rows]
-        if linear.bias is not None:
-            new.bias[:rows] = linear.bias[:rows]
-    return new
-
-
-def set_classifier(model: nn.Module, classifier: nn.Linear) -> None:
-    """Put `classifier` where `model.get_classifier()` is (timm's interface names no setter)."""
-    path = next(name for name, module in model.named_modules() if module is model.get_classifier())
-    parent, _, attribute = path.rpartition(".")
-    setattr(model.get_submodule(parent), attribute, classifier)
 
 
 @METHODS.register("boundary_expand")
 class BoundaryExpand(UnlearningMethod):
     """Boundary Expanding: forget samples trained into an extra output unit, pruned after (Chen et al., CVPR 2023).
 
-    "Boundary Unlearning", as in OPTML-Group/Unlearn-Saliency `Classification/unlearn/boundary_ex.py`
-    (commit 3152cfeb): the classifier gets one more output (old rows copied, the new one freshly
-    initialized) and every forget sample is trained toward it, forget set only. The OPTML code then
-    keeps the widened head; the paper (and its authors' code) prunes the extra neuron, which is what
-    we do after the fit, so the output width is the class count again and the state dict keeps its
-    shapes. lr 1e-5 and 10 epochs are the paper's, SGD momentum 0.9, weight decay 5e-4 and batch
-    256 from OPTML's `arg_parser.py`.
-    Training in train mode on forget-only batches, as the reference does, also moves the BN running
-    statistics toward the forget set: at lr 1e-5 on digits that, not the weight update, is most of
-    the effect on forget accuracy.
+    "Boundary Unlearning", as in OPTML-Group/Unlearn-Saliency `Classification/unlearn/boundary_ex.py` (commit 3152cfeb):
+    the classifier gets one more output (old rows copied, the new one freshly initialized) and every forget sample is
+    trained toward it, forget set only. The OPTML code then keeps the widened head; the paper (and its authors' code)
+    prunes the extra neuron, which is what we do after the fit, so the output width is the class count again and the
+    state dict keeps its shapes. lr 1e-5 and 10 epochs are the paper's, SGD momentum 0.9, weight decay 5e-4 and batch
+    256 from OPTML's `arg_parser.py`. Train mode on forget-only batches, as there, also moves BN's running statistics
+    toward the forget set (at lr 1e-5 on digits, most of the effect).
     """
 
     batch_mode = BatchMode.FORGET
-
     search_space = space(GRADIENT_SPACE)
 
     def __init__(

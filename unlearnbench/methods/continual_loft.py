@@ -7,6 +7,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
+from unlearnbench.methods.base import one_of
 from unlearnbench.methods.loft import LOFT
 from unlearnbench.methods.subspace import Moments, pooled
 from unlearnbench.ranges import NON_NEGATIVE, ranges
@@ -52,8 +53,7 @@ class ContinualLOFT(LOFT):
         fuse: bool = False,
         batch_size: int = 512,
     ):
-        if history not in ("pooled", "weighted"):
-            raise ValueError(f"history must be 'pooled' or 'weighted', got {history!r}")
+        one_of("history", history, ("pooled", "weighted"))
         super().__init__(s, variance, steps, lr, init, stabilize, fuse, batch_size)
         self.past: dict[int, Moments] = {}
 

@@ -9,6 +9,7 @@ from torch import Tensor
 from unlearnbench.data.base import Batch
 from unlearnbench.methods.base import random_labels
 from unlearnbench.methods.coun import CoUn
+from unlearnbench.models.head import penultimate
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import Categorical, space
 from unlearnbench.streams.batches import BatchMode
@@ -46,7 +47,7 @@ class CoUnRL(CoUn):
     def loss(self, batch: dict[str, Batch]) -> Tensor:
         forget, retain = batch["forget"], batch["retain"]
         relabelled = random_labels(forget.y, self.num_classes, self.hparams.exclude_true)
-        features = self.features(torch.cat([forget.x, retain.x]))
+        features = penultimate(self.model, torch.cat([forget.x, retain.x]))
         ce = F.cross_entropy(self.model.get_classifier()(features), torch.cat([relabelled, retain.y]))
         if len(retain.y) < 2:  # nothing to contrast with
             return ce

@@ -34,8 +34,14 @@ def reinitialized(model: nn.Module) -> nn.Module:
     return fresh
 
 
-def distill_kl(student_logits: Tensor, teacher_logits: Tensor, temperature: float = 1.0) -> Tensor:
-    """KL(teacher ‖ student) on temperature-softened outputs, batch mean, times T² (Hinton et al., 2015)."""
+def distill_kl(
+    student_logits: Tensor, teacher_logits: Tensor, temperature: float = 1.0, t_squared: bool = True
+) -> Tensor:
+    """KL(teacher ‖ student) on temperature-softened outputs, batch mean; times T² (Hinton et al., 2015) if `t_squared`.
+
+    Bad Teacher's reference leaves out the T² factor (its temperature is 1 by default).
+    """
     log_student = F.log_softmax(student_logits / temperature, dim=1)
     teacher = F.softmax(teacher_logits / temperature, dim=1)
-    return F.kl_div(log_student, teacher, reduction="batchmean") * temperature**2
+    kl = F.kl_div(log_student, teacher, reduction="batchmean")
+    return kl * temperature**2 if t_squared else kl

@@ -12,14 +12,13 @@ from unlearnbench.registry import METHODS
 class EUk(CFk):
     """EU-k: re-initialize the last k blocks, train only them on retain (Goel et al., "Towards Adversarial Evaluations for Inexact Machine Unlearning").
 
-    Reference shash42/Evaluating-Inexact-Unlearning (commit e3154015), `src/methods.py`
-    (`retrain_lastK`): the same training as CF-k (see `cf_k`), after re-initializing the chosen
-    layers; 62 epochs (`scripts/unlearn.sh`, `--epochs-rf=62`, its full training length), k = 1.
-    Where we differ: every module whose parameters all lie in the last k blocks gets its own
-    `reset_parameters()` (convs, linears and norms, BN running statistics included), where the
-    reference re-draws conv/linear weights only (Kaiming normal, zero bias) and keeps BN; a
-    parameter held by a module without `reset_parameters` (Swin's relative-position table) keeps
-    its value. Blocks are the arch's layer groups, as in CF-k.
+    Reference shash42/Evaluating-Inexact-Unlearning (commit e3154015), `src/methods.py` (`retrain_lastK`): the same
+    training as CF-k (see `cf_k`), after re-initializing the chosen layers; 62 epochs (`scripts/unlearn.sh`,
+    `--epochs-rf=62`, its full training length), k = 1. Where we differ: every module whose parameters all lie in the
+    last k blocks gets its own `reset_parameters()` (convs, linears and norms, BN running statistics included), where
+    the reference re-draws conv/linear weights only (Kaiming normal, zero bias) and keeps BN; a parameter held by a
+    module without `reset_parameters` (Swin's relative-position table) keeps its value. Blocks are the arch's layer
+    groups, as in CF-k.
     """
 
     def __init__(

@@ -1,4 +1,4 @@
-"""Shared pieces of the methods that read gradients instead of following them (Fisher, IU).
+"""Shared pieces of the methods that read gradients instead of following them (Fisher, IU, SSD, SalUn's mask).
 
 Per-sample gradients come from `torch.func` (`vmap` of `grad` over a `functional_call`), one
 batched pass instead of one backward pass per sample, as the reference code does. The model must
@@ -8,7 +8,7 @@ depend on the other samples of its batch (and `vmap` allows no in-place batch st
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -51,8 +51,55 @@ def summed_gradient(model: nn.Module, batches: Iterable[Batch]) -> tuple[Tensor,
     return total, count
 
 
-def on_device(batches: Iterable[Batch], device: torch.device) -> Iterable[Batch]:
-    return (Batch(b.x.to(device), b.y.to(device), b.idx) for b in batches)
+def flat_gradient(loss: Tensor, params: list[Tensor], retain_graph: bool = False) -> Tensor:
+    """∇θ loss over `params`, flattened in their order (zeros for a parameter the loss does not reach)."""
+    gradients = torch.autograd.grad(loss, params, retain_graph=retain_graph, materialize_grads=True)
+    return torch.cat([g.flatten() for g in gradients])
+
+
+@torch.no_grad()
+def add_flat_(params: Iterable[Tensor], vector: Tensor) -> None:
+    """θ += vector, `vector` flattened in the order of `params`."""
+    offset = 0
+    for p in params:
+        p.add_(vector[offset : offset + p.numel()].view_as(p))
+        offset += p.numel()
+
+
+def accumulated_gradients(
+    model: nn.Module, batches: Iterable[Batch], batch_loss: Callable[[Batch], Tensor], statistic=lambda g, batch: g
+) -> tuple[dict[str, Tensor], int]:
+    """(Σ over batches of statistic(∇θ batch_loss(b), b) per parameter name, number of batches).
+
+    One backward pass per minibatch (not per sample): SSD's and EWC's Fisher, LFSSD's label-free
+    importance, L2UL's MAS importance and SalUn's saliency all differ only in the loss and statistic.
+    """
+    parameters = dict(model.named_parameters())
+    total = {name: torch.zeros_like(p) for name, p in parameters.items()}
+    count = 0
+    for batch in batches:
+        model.zero_grad()
+        batch_loss(batch).backward()
+        for name, p in parameters.items():
+            if p.grad is not None:
+                total[name] += statistic(p.grad, batch)
+        count += 1
+    model.zero_grad()
+    return total, count
+
+
+def importances(model: nn.Module, batches: Iterable[Batch]) -> dict[str, Tensor]:
+    """Diagonal Fisher estimate: the mean over minibatches of the squared gradient of the batch's CE."""
+    total, count = accumulated_gradients(
+        model, batches, lambda b: F.cross_entropy(model(b.x), b.y), lambda g, b: g.pow(2)
+    )
+    return {name: value / max(count, 1) for name, value in total.items()}
+
+
+def on_device(batches: Iterable[Batch], device: torch.device) -> Iterator[Batch]:
+    """`batches` with images and labels moved to `device` (indices stay where the loader keeps them)."""
+    for b in batches:
+        yield b._replace(x=b.x.to(device), y=b.y.to(device))
 
 
 def diagonal_fisher(model: nn.Module, batches: Iterable[Batch], eps: float = 1e-8) -> dict[str, Tensor]:

@@ -6,11 +6,11 @@ from collections.abc import Callable
 
 import torch
 
-from unlearnbench.methods.base import UnlearningMethod
+from unlearnbench.methods.base import WeightEdit
 from unlearnbench.methods.gradients import (
+    add_flat_,
     flat,
     inverse_fisher_product,
-    on_device,
     per_sample_gradients,
     summed_gradient,
     trainable,
@@ -18,59 +18,38 @@ from unlearnbench.methods.gradients import (
 from unlearnbench.ranges import AT_LEAST_ONE, NON_NEGATIVE, ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import Float, space
-from unlearnbench.streams.base import StreamView, UnlearningRequest
 
 
 @METHODS.register("influence")
-class Influence(UnlearningMethod):
+class Influence(WeightEdit):
     """IU: θ += α·H⁻¹(∇L_forget − ∇L_retain), H a WoodFisher Hessian of retain (Jia et al., NeurIPS 2023).
 
-    Influence unlearning (Koh & Liang, ICML 2017; the IU baseline of "Model Sparsity Can Simplify
-    Machine Unlearning"), as in OPTML-Group/Unlearn-Saliency `Classification/unlearn/Wfisher.py` (commit 1ceff3f7), in
-    eval mode with eval transforms: v = Σ_F ∇ℓ/(n_F+n_R) − (n_F/((n_F+n_R)·n_R))·Σ_R ∇ℓ, and H is
-    built from the per-sample gradients of the first `samples` = 1000 retain samples in order
-    (its unshuffled batch-1 loader, N = 1000) as H = I + (1/N)·Σ g gᵀ; α = 0.2 (`arg_parser.py`
-    default `--alpha`; its scripts pass α per setting). Where we differ: the reference's
-    recursion skips its first sample and keeps one running vector (`o_vec`, the transformed
-    first gradient) in place of H_{m−1}⁻¹g_m for every later sample, which is not the inverse of
-    any H; here H⁻¹v is exact (tested against an explicit inverse). It stores the N per-sample
-    gradients (N × #parameters floats). Gradients use `torch.func`. No optimizer is involved.
+    Influence unlearning (Koh & Liang, ICML 2017; the IU baseline of "Model Sparsity Can Simplify Machine Unlearning"),
+    as in OPTML-Group/Unlearn-Saliency `Classification/unlearn/Wfisher.py` (commit 1ceff3f7), in eval mode with eval
+    transforms: v = Σ_F ∇ℓ/(n_F+n_R) − (n_F/((n_F+n_R)·n_R))·Σ_R ∇ℓ, and H = I + (1/N)·Σ g gᵀ from the per-sample
+    gradients of the first `samples` = N = 1000 retain samples in order (its unshuffled batch-1 loader); α = 0.2
+    (`arg_parser.py` default `--alpha`; its scripts pass α per setting). Where we differ: the reference's recursion
+    skips its first sample and keeps one running vector (`o_vec`) in place of H_{m−1}⁻¹g_m for every later sample,
+    which is not the inverse of any H; here H⁻¹v is exact (tested against an explicit inverse), at the cost of
+    storing N per-sample gradients (`torch.func`).
 
     Args:
         alpha: step α along H⁻¹v.
         samples: retain samples the WoodFisher Hessian is built from.
     """
 
-    trains_by_gradient = False
-
     search_space = space(alpha=Float(1e-3, 100.0, log=True))
     valid_ranges = ranges(alpha=NON_NEGATIVE, samples=AT_LEAST_ONE)
 
     def __init__(self, alpha: float = 0.2, samples: int = 1000, batch_size: int = 64):
-        super().__init__(batch_size=batch_size)
-        for unused in ("epochs", "lr", "momentum", "weight_decay"):
-            self.hparams.pop(unused)
-        self.data: StreamView | None = None
-        self.hessian_samples = None
-
-    def prepare(self, request: UnlearningRequest, data: StreamView) -> None:
-        self.data, self.hessian_samples = data, request.retain[: self.hparams.samples]
+        super().__init__(batch_size)
 
     def unlearn(self, fit: Callable[[int], None]) -> None:
-        model, h, data = self.model.eval(), self.hparams, self.data
-        device = next(model.parameters()).device
-
-        def batches(which: str, indices=None):
-            return on_device(data.loader(which, batch_size=h.batch_size, indices=indices), device)
-
-        forget, n_f = summed_gradient(model, batches("forget"))
-        retain, n_r = summed_gradient(model, batches("retain"))
+        model, h = self.model.eval(), self.hparams
+        forget, n_f = summed_gradient(model, self.batches("forget"))
+        retain, n_r = summed_gradient(model, self.batches("retain"))
         v = forget / (n_f + n_r) - retain * n_f / ((n_f + n_r) * n_r)
-        hessian_batches = batches("retain", self.hessian_samples)
+        hessian_batches = self.batches("retain", self.request.retain[: h.samples])
         grads = torch.cat([flat(per_sample_gradients(model, b.x, b.y)) for b in hessian_batches])
         step = h.alpha * inverse_fisher_product(grads, v, h.samples)
-        with torch.no_grad():
-            offset = 0
-            for p in trainable(model).values():
-                p.add_(step[offset : offset + p.numel()].view_as(p))
-                offset += p.numel()
+        add_flat_(trainable(model).values(), step)

@@ -2,45 +2,30 @@
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor
 
 from unlearnbench.data.base import Batch
 from unlearnbench.methods.base import UnlearningMethod
+from unlearnbench.methods.losses import lipschitz_loss
 from unlearnbench.ranges import AT_LEAST_ONE, POSITIVE, ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import Float, Int, space
 from unlearnbench.streams.batches import BatchMode
 
 
-def lipschitz_loss(model, x: Tensor, sigma: float, n_samples: int) -> Tensor:
-    """(1/N) Σ_n Σ_i ‖f(x_i) − f(x'_i)‖₂ / ‖x_i − x'_i‖₂, x' = clamp(x + σε) to the batch's range; f(x') is a constant."""
-    out, flat = model(x), x.flatten(1)
-    low, high = x.min(), x.max()
-    total = x.new_zeros(())
-    for _ in range(n_samples):
-        noisy = (x + sigma * torch.randn_like(x)).clamp(low, high)
-        with torch.no_grad():
-            noisy_out = model(noisy)
-        total = total + ((out - noisy_out).norm(dim=1) / (flat - noisy.flatten(1)).norm(dim=1)).sum()
-    return total / n_samples
-
-
 @METHODS.register("jit")
 class JiT(UnlearningMethod):
     """JiT: minimize the output change per unit of Gaussian input perturbation on the forget set (Foster et al., "Zero-Shot Machine Unlearning at Scale via Lipschitz Regularization", 2024).
 
-    As the reference `Lipschitz.modify_weight` (jwf40/Information-Theoretic-Unlearning,
-    `src/lipschitz.py`, commit f207655): one pass over the forget set in batches of 128, N = 25
-    perturbed copies x' = x + σε per batch clamped to the batch's [min, max], loss = Σ_i
-    ‖f(x_i) − f(x'_i)‖/‖x_i − x'_i‖ summed over the batch and averaged over the N copies, f(x')
-    without gradient, plain SGD (no momentum, no weight decay). σ = 0.01 is its CNN (VGG16)
-    setting in `src/forget_random_main.py` (its ViT setting is σ = 0.5, lr = 0.1). Where we
-    differ: its CNN lr 3e-4 diverges on the 8×8 digits within two steps (the loss is a batch sum
-    of ratios ∝ 1/‖x − x'‖ ≈ 1/(σ√d), and d = 64 here against 3072 on CIFAR): the default lr is
-    3e-6, which stays finite there; pass 3e-4 on CIFAR. The reference leaves the model in whatever mode its caller left it; here it
-    runs in eval mode, so BatchNorm's running statistics are not rewritten from forget and noise
-    images only (JiT sees nothing else).
+    As the reference `Lipschitz.modify_weight` (jwf40/Information-Theoretic-Unlearning, `src/lipschitz.py`, commit
+    f207655): one pass over the forget set in batches of 128, N = 25 perturbed copies x' = x + σε per batch clamped to
+    the batch's [min, max], loss = Σ_i ‖f(x_i) − f(x'_i)‖/‖x_i − x'_i‖ summed over the batch and averaged over the N
+    copies, f(x') without gradient, plain SGD (no momentum, no weight decay). σ = 0.01 is its CNN (VGG16) setting in
+    `src/forget_random_main.py` (its ViT setting is σ = 0.5, lr = 0.1). Where we differ: its CNN lr 3e-4 diverges on the
+    8×8 digits within two steps (the loss is a batch sum of ratios ∝ 1/‖x − x'‖ ≈ 1/(σ√d), and d = 64 here against 3072
+    on CIFAR): the default lr is 3e-6, which stays finite there; pass 3e-4 on CIFAR. The reference leaves the model in
+    whatever mode its caller left it; here it runs in eval mode, so BatchNorm's running statistics are not rewritten
+    from forget and noise images only (JiT sees nothing else).
 
     Args:
         sigma: standard deviation σ of the Gaussian input perturbation.

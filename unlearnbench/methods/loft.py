@@ -8,7 +8,7 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
-from unlearnbench.methods.base import UnlearningMethod
+from unlearnbench.methods.base import UnlearningMethod, one_of
 from unlearnbench.methods.subspace import (
     FeatureCache,
     Moments,
@@ -29,13 +29,12 @@ from unlearnbench.streams.base import StreamView, UnlearningRequest
 class LOFT(UnlearningMethod):
     """LOFT: logits = head(UUᵀz), U ∈ St(d, s) hides the forget features ("Machine Unlearning in Low-Dimensional Feature Subspace", NeurIPS 2026).
 
-    The backbone is frozen. `prepare` (timed as prepare_s) extracts penultimate features in eval
-    mode (cached per model hash) and their mean-centred float64 covariances Σ_f (forget set F_t)
-    and Σ_r (retain set); `unlearn` (timed as rte_s) runs `steps` full-batch RiemannianAdam steps
-    on J(U) = (tr(UᵀΣ_fU)/tr Σ_f)² + (tr(Σ_r − UUᵀΣ_rUUᵀ)/tr Σ_r)². s is the smallest k whose
-    eigenvalues of Σ_r hold `variance` of the trace, unless `s` is given. Each request starts afresh
-    from the backbone: plain LOFT forgets F_t only. No weight decay is offered: on geoopt's canonical
-    Stiefel metric it is a no-op. `fuse` folds UUᵀ into the head weights (same logits, no cost).
+    The backbone is frozen. `prepare` (timed as prepare_s) extracts penultimate features in eval mode (cached per model
+    hash) and their mean-centred float64 covariances Σ_f (forget set F_t) and Σ_r (retain set); `unlearn` (timed as
+    rte_s) runs `steps` full-batch RiemannianAdam steps on J(U) = (tr(UᵀΣ_fU)/tr Σ_f)² + (tr(Σ_r − UUᵀΣ_rUUᵀ)/tr Σ_r)².
+    s is the smallest k whose eigenvalues of Σ_r hold `variance` of the trace, unless `s` is given. Each request starts
+    afresh from the backbone: plain LOFT forgets F_t only. No weight decay is offered: on geoopt's canonical Stiefel
+    metric it is a no-op. `fuse` folds UUᵀ into the head weights (same logits, no cost).
 
     Defaults are the authors' release (`arg_parser.py` and the subspace script of the code published
     with the paper; commit not recorded): RiemannianAdam(lr=`unlearn_lr`) with no `stabilize`, lr 1
@@ -75,8 +74,7 @@ class LOFT(UnlearningMethod):
         batch_size: int = 512,
     ):
         super().__init__(lr=lr, batch_size=batch_size)
-        if init not in ("random", "pca"):
-            raise ValueError(f"init must be 'random' or 'pca', not {init!r}")
+        one_of("init", init, ("random", "pca"))
         for unused in ("epochs", "momentum", "weight_decay"):
             self.hparams.pop(unused)
         self.U: Tensor | None = None  # d x s, float64; persisted through get/set_extra_state

@@ -7,7 +7,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from unlearnbench.data.base import Batch
-from unlearnbench.methods.base import UnlearningMethod, random_labels
+from unlearnbench.methods.base import ClipsGradientNorm, UnlearningMethod, batches_in, random_labels
+from unlearnbench.methods.gradients import flat_gradient
 from unlearnbench.ranges import POSITIVE, ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import GRADIENT_SPACE, Categorical, Float, space
@@ -40,16 +41,15 @@ def munba_weights(g_r: Tensor, g_f: Tensor) -> tuple[float, float]:
 
 
 @METHODS.register("munba")
-class MUNBa(UnlearningMethod):
+class MUNBa(ClipsGradientNorm, UnlearningMethod):
     """MUNBa: α_r·CE(retain) + α_f·CE(forget, random labels), α by Nash bargaining (Wu & Harandi, CVPR 2025).
 
-    "MUNBa: Machine Unlearning via Nash Bargaining", reference `Classification/unlearn/MUNBa.py`
-    (its closed-form branch): per step the flattened gradients of both losses give α (see
-    `nash_bargaining`), the combined loss is back-propagated and the gradient norm clipped at 1.0;
-    random forget labels may hit the true class. lr 0.01, 10 epochs, batch 256, SGD momentum 0.9,
-    weight decay 5e-4 as in its arguments. The reference zips the two loaders, so once the forget
-    loader runs out it takes plain retain CE steps without clipping; that is `cycle_forget=False`.
-    By default (`cycle_forget=True`) the forget batches are cycled and every step bargains.
+    "MUNBa: Machine Unlearning via Nash Bargaining", reference `Classification/unlearn/MUNBa.py` (its closed-form
+    branch): per step the flattened gradients of both losses give α (see `nash_bargaining`), the combined loss is
+    back-propagated and the gradient norm clipped at 1.0; random forget labels may hit the true class. lr 0.01, 10
+    epochs, batch 256, SGD momentum 0.9, weight decay 5e-4 as in its arguments. The reference zips the two loaders, so
+    once the forget loader runs out it takes plain retain CE steps without clipping; that is `cycle_forget=False`. By
+    default (`cycle_forget=True`) the forget batches are cycled and every step bargains.
 
     Args:
         cycle_forget: cycle the forget batches so every step bargains (false: the reference's zip).
@@ -75,31 +75,18 @@ class MUNBa(UnlearningMethod):
         self.forget_batches = 0
 
     def prepare(self, request: UnlearningRequest, data: StreamView) -> None:
-        self.forget_batches = -(-len(request.forget) // self.hparams.batch_size)
+        self.forget_batches = batches_in(len(request.forget), self.hparams.batch_size)
 
     def training_step(self, batch: dict[str, Batch], batch_idx: int) -> Tensor:
         forget, retain = batch["forget"], batch["retain"]
-        optimizer = self.optimizers()
-        optimizer.zero_grad()
         loss_r = F.cross_entropy(self(retain.x), retain.y)
-        if self.hparams.cycle_forget or batch_idx < self.forget_batches:
-            loss_f = F.cross_entropy(self(forget.x), random_labels(forget.y, self.num_classes, exclude_true=False))
-            parameters = [p for p in self.model.parameters() if p.requires_grad]
-            g_r, g_f = (
-                torch.cat(
-                    [
-                        g.flatten()
-                        for g in torch.autograd.grad(part, parameters, retain_graph=True, materialize_grads=True)
-                    ]
-                )
-                for part in (loss_r, loss_f)
-            )
-            alpha_r, alpha_f = munba_weights(g_r, g_f)
-            loss = alpha_r * loss_r + alpha_f * loss_f
-            self.manual_backward(loss)
-            self.clip_gradients(optimizer, gradient_clip_val=self.hparams.clip, gradient_clip_algorithm="norm")
-        else:
-            loss = loss_r
-            self.manual_backward(loss)
-        optimizer.step()
+        if not (self.hparams.cycle_forget or batch_idx < self.forget_batches):
+            self.manual_step(loss_r)
+            return loss_r
+        loss_f = F.cross_entropy(self(forget.x), random_labels(forget.y, self.num_classes, exclude_true=False))
+        parameters = [p for p in self.model.parameters() if p.requires_grad]
+        g_r, g_f = (flat_gradient(part, parameters, retain_graph=True) for part in (loss_r, loss_f))
+        alpha_r, alpha_f = munba_weights(g_r, g_f)
+        loss = alpha_r * loss_r + alpha_f * loss_f
+        self.manual_step(loss, self.clip_gradient_norm)
         return loss

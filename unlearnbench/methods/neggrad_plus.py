@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from unlearnbench.data.base import Batch
-from unlearnbench.methods.base import UnlearningMethod
+from unlearnbench.methods.base import UnlearningMethod, one_of
 from unlearnbench.ranges import NON_NEGATIVE, PROBABILITY, ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import GRADIENT_SPACE, Float, space
@@ -20,19 +20,12 @@ from unlearnbench.streams.batches import BatchMode
 class NegGradPlus(UnlearningMethod):
     """NegGrad+: CE(retain) − β·CE(forget) (Kurmanji et al., NeurIPS 2023; the seed lab's formulation).
 
-    Default (`formulation="lab"`): the seed paper's lab, TIML-Group/Mode-Connectivity-Unlearning at
-    ff1f215 (`unlearn.py: training_step_ga_plus`, `arg_parser.py`, `train.py`): one shuffled pass over
-    forget ∪ retain, each batch split by membership, loss = CE_r − β·CE_f with each CE a mean over
-    its part, from one forward pass over the whole batch; β = 0.15, lr 0.01, batch 128, SGD momentum
-    0.9, weight decay 1e-4, 10 epochs (its README's unlearning runs). A batch with no forget sample
-    takes CE_r alone (the lab's mean over an empty part would be NaN). Where we differ: the lab
-    anneals lr by cosine over the epochs; here it is constant. Measured on the default digits
-    class-wise stream (seed 0): forget_acc 0.0 at all 5 requests, but the unbounded ascent term
-    takes retain_acc to 67.5 after request 1 and 12.6–25.7 after the next four.
-    `formulation="scrub"`: SCRUB's α·CE_r − (1−α)·CE_f over paired batches (meghdadk/SCRUB at 98ffb11,
-    `large_scale_ictest.ipynb`: α = 0.9999, lr 0.01, 10 epochs, SGD without momentum or weight decay;
-    pass those). Its forget term is ~1500x weaker than the lab's; our former default (α = 0.999, 5
-    epochs, momentum 0.9, weight decay 5e-4) left forget_acc at 82–93 over the same stream.
+    Default `formulation="lab"`: the seed paper's lab (TIML-Group/Mode-Connectivity-Unlearning at ff1f215, `unlearn.py:
+    training_step_ga_plus`, `arg_parser.py`, `train.py`): one shuffled pass over forget ∪ retain, each batch split by
+    membership, CE_r − β·CE_f from one forward pass; β 0.15, lr 0.01, batch 128, SGD momentum 0.9, weight decay 1e-4,
+    10 epochs. Where we differ: constant lr (the lab anneals it by cosine); a batch with no forget sample takes CE_r
+    alone (the lab's is NaN). `formulation="scrub"`: SCRUB's α·CE_r − (1−α)·CE_f on paired batches (meghdadk/SCRUB at
+    98ffb11, `large_scale_ictest.ipynb`: α = 0.9999, lr 0.01, 10 epochs, SGD with no momentum or weight decay).
 
     Args:
         beta: weight β of the forget term (`formulation=lab`).
@@ -55,17 +48,13 @@ class NegGradPlus(UnlearningMethod):
         weight_decay: float = 1e-4,
     ):
         super().__init__(lr, epochs, batch_size, momentum, weight_decay)
-        if formulation not in ("lab", "scrub"):
-            raise ValueError(f"formulation must be 'lab' or 'scrub', not {formulation!r}")
-        self.batch_mode = BatchMode.MIXED if formulation == "lab" else BatchMode.PAIRED
+        self.batch_mode = one_of("formulation", formulation, {"lab": BatchMode.MIXED, "scrub": BatchMode.PAIRED})
 
     def loss(self, batch: dict[str, Batch]) -> Tensor:
         retain, forget, h = batch["retain"], batch["forget"], self.hparams
         if h.formulation == "scrub":
-            return h.alpha * F.cross_entropy(self(retain.x), retain.y) - (1 - h.alpha) * F.cross_entropy(
-                self(forget.x), forget.y
-            )
-        logits = self(torch.cat([forget.x, retain.x]))  # one forward over the batch, as in the lab
-        forget_logits, retain_logits = logits[: len(forget.y)], logits[len(forget.y) :]
-        loss = F.cross_entropy(retain_logits, retain.y)
-        return loss - h.beta * F.cross_entropy(forget_logits, forget.y) if len(forget.y) else loss
+            retain_ce, forget_ce = F.cross_entropy(self(retain.x), retain.y), F.cross_entropy(self(forget.x), forget.y)
+            return h.alpha * retain_ce - (1 - h.alpha) * forget_ce
+        logits = self(torch.cat([forget.x, retain.x]))  # one forward pass, as in the lab
+        loss = F.cross_entropy(logits[len(forget.y) :], retain.y)
+        return loss - h.beta * F.cross_entropy(logits[: len(forget.y)], forget.y) if len(forget.y) else loss

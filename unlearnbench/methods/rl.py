@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from unlearnbench.data.base import Batch
-from unlearnbench.methods.base import UnlearningMethod, random_labels
+from unlearnbench.methods.base import UnlearningMethod, one_of, random_labels
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import GRADIENT_SPACE, Categorical, space
 from unlearnbench.streams.batches import BatchMode
@@ -19,17 +19,13 @@ from unlearnbench.streams.batches import BatchMode
 class RandomLabel(UnlearningMethod):
     """RL: CE on forget ∪ retain with forget labels drawn at random (Golatkar et al., CVPR 2020).
 
-    As in SalUn's reference (OPTML-Group/Unlearn-Saliency at a6e89fd, `Classification/unlearn/RL.py`;
-    Fan et al., ICLR 2024): lr 0.013, 10 epochs, batch 256, SGD momentum 0.9, weight decay 5e-4; labels
-    are redrawn every epoch and may hit the true class (`exclude_true` draws only from the others).
-    `batches`: the reference's order for 10-class data (CIFAR-10, SVHN) is the default,
-    `forget_then_retain` (every relabelled forget batch, then every retain batch, one step each);
-    `mixed` is its CIFAR-100/Tiny-ImageNet branch (one shuffled pass over the concatenation). The
-    paper's published numbers predate the ordered branch: the code released with it (9576623,
-    2023-10) shuffled the concatenation for CIFAR-10 too; the ordered branch arrived in f31f82e (2024-04).
-    Measured on the default digits class-wise stream (seed 0): `forget_then_retain` leaves forget_acc
-    at 98.6–100 over requests 1–4 (one relabelled forget step per epoch, then ~5 retain steps that
-    undo it; SalUn alike), `mixed` takes it to 0.7/17.2/1.4/0.0/0.0.
+    As in SalUn's reference (OPTML-Group/Unlearn-Saliency at a6e89fd, `Classification/unlearn/RL.py`; Fan et al., ICLR
+    2024): lr 0.013, 10 epochs, batch 256, SGD momentum 0.9, weight decay 5e-4; labels are redrawn every epoch and may
+    hit the true class (`exclude_true` draws only from the others). `batches`: the default `forget_then_retain` is the
+    reference's order for 10-class data (every relabelled forget batch, then every retain batch, one step each); `mixed`
+    its CIFAR-100/Tiny-ImageNet branch (one shuffled pass over both), which the paper's numbers used for CIFAR-10 too
+    (code 9576623, 2023-10; the ordered branch arrived in f31f82e, 2024-04). Measured on digits class-wise (seed 0),
+    forget_acc over requests 1–4: 98.6–100 with `forget_then_retain`, 0.7/17.2/1.4/0.0/0.0 with `mixed`.
 
     Args:
         batches: batch order: `forget_then_retain` (reference, 10 classes) or `mixed` (one shuffled pass).
@@ -49,16 +45,13 @@ class RandomLabel(UnlearningMethod):
         weight_decay: float = 5e-4,
     ):
         super().__init__(lr, epochs, batch_size, momentum, weight_decay)
-        if batches not in ("forget_then_retain", "mixed"):
-            raise ValueError(f"batches must be 'forget_then_retain' or 'mixed', not {batches!r}")
-        self.batch_mode = BatchMode(batches)
+        self.batch_mode = BatchMode(one_of("batches", batches, ("forget_then_retain", "mixed")))
 
     def loss(self, batch: dict[str, Batch]) -> Tensor:
         x, y = [], []
         if "forget" in batch:
-            forget = batch["forget"]
-            x.append(forget.x)
-            y.append(random_labels(forget.y, self.num_classes, self.hparams.exclude_true))
+            x.append(batch["forget"].x)
+            y.append(random_labels(batch["forget"].y, self.num_classes, self.hparams.exclude_true))
         if "retain" in batch:
             x.append(batch["retain"].x)
             y.append(batch["retain"].y)

@@ -10,45 +10,31 @@ import torch
 from torch import Tensor, nn
 
 from unlearnbench.data.base import Batch
-from unlearnbench.methods.base import UnlearningMethod
+from unlearnbench.methods.base import UnlearningMethod, evaluating
+from unlearnbench.methods.gradients import on_device
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import Int, space
-from unlearnbench.streams.base import StreamView, UnlearningRequest
+from unlearnbench.streams.base import NarrowedView, StreamView, UnlearningRequest
 from unlearnbench.streams.batches import BatchMode
 
 NOTHING = "none"
-
-
-class SubsetView(StreamView):
-    """The request's view with its forget set narrowed to one subset (what a RUM stage may see)."""
-
-    def __init__(self, view: StreamView, subset: np.ndarray):
-        super().__init__(view._stream)
-        self.subset = subset
-
-    def loader(self, which: str, *, indices=None, **kwargs):
-        return super().loader(
-            which, indices=self.subset if which == "forget" and indices is None else indices, **kwargs
-        )
 
 
 @METHODS.register("rum")
 class RUM(UnlearningMethod):
     """RUM: refine the forget set into memorization levels, unlearn them low -> high, each with its own method (Zhao et al., NeurIPS 2024).
 
-    "What makes unlearning hard and what to do about it". The forget set is sorted by a
-    memorization proxy and cut into len(`stages`) equal-size groups, least memorized first; group k
-    is unlearned by the registered method `stages[k]` (`none`: left alone) with its own defaults,
-    overridden per name by `stage_args`, each stage starting from the model the previous one left.
-    Default none -> finetune -> salun, following the paper's finding that low-memorization samples
-    need little and high-memorization ones the strongest method. Where we differ: the paper's
-    proxy (C-proxy) is the true-label confidence averaged over the pretraining run's checkpoints;
-    that run is not recorded in the model store, so the proxy here is 1 − the pre-request model's
-    softmax confidence on the true label (eval transform), computed once per request. A stage must
-    train by gradient on retain or mixed batches (finetune, rl, salun, l1_sparse, ...): the request's
-    batches are built once, mixed forget ∪ retain in batches of `batch_size`, and each stage sees
-    only its own group's forget samples in them. A stage's `prepare` (SalUn's mask) runs inside
-    `unlearn`, after the previous stage, so it is timed in rte_s, not prepare_s.
+    "What makes unlearning hard and what to do about it". The forget set is sorted by a memorization proxy and cut into
+    len(`stages`) equal-size groups, least memorized first; group k is unlearned by the registered method `stages[k]`
+    (`none`: left alone) with its own defaults, overridden per name by `stage_args`, each stage starting from the model
+    the previous one left. Default none -> finetune -> salun, following the paper's finding that low-memorization
+    samples need little and high-memorization ones the strongest method. Where we differ: the paper's proxy (C-proxy) is
+    the true-label confidence averaged over the pretraining run's checkpoints; that run is not recorded in the model
+    store, so the proxy here is 1 − the pre-request model's softmax confidence on the true label (eval transform),
+    computed once per request. A stage must train by gradient on retain or mixed batches (finetune, rl, salun,
+    l1_sparse, ...): the request's batches are built once, mixed forget ∪ retain in batches of `batch_size`, and each
+    stage sees only its own group's forget samples in them. A stage's `prepare` (SalUn's mask) runs inside `unlearn`,
+    after the previous stage, so it is timed in rte_s, not prepare_s.
 
     Args:
         stages: a method per memorization group, least memorized first (`none`: left alone).
@@ -94,14 +80,11 @@ class RUM(UnlearningMethod):
 
     @torch.no_grad()
     def prepare(self, request: UnlearningRequest, data: StreamView) -> None:
-        was_training = self.model.training
-        self.model.eval()
         confidence, indices = [], []
-        for b in data.loader("forget", batch_size=self.hparams.batch_size):
-            probs = self.model(b.x.to(self.device)).softmax(dim=1)
-            confidence.append(probs.gather(1, b.y.to(self.device)[:, None])[:, 0].cpu())
-            indices.append(b.idx.cpu())
-        self.model.train(was_training)
+        with evaluating(self.model):
+            for b in on_device(data.loader("forget", batch_size=self.hparams.batch_size), self.device):
+                confidence.append(self.model(b.x).softmax(dim=1).gather(1, b.y[:, None])[:, 0].cpu())
+                indices.append(b.idx.cpu())
         order = torch.argsort(-torch.cat(confidence), stable=True)  # memorization 1 − confidence, ascending
         self.subsets = np.array_split(torch.cat(indices)[order].numpy(), len(self.stages))
         self.request, self.data = request, data
@@ -111,7 +94,7 @@ class RUM(UnlearningMethod):
             if stage is None or not len(subset):
                 continue
             self.current, self.subset = stage.to(self.device), torch.as_tensor(subset)
-            stage.prepare(replace(self.request, forget=subset), SubsetView(self.data, subset))
+            stage.prepare(replace(self.request, forget=subset), NarrowedView(self.data, subset))
             fit(stage.hparams.epochs)
         self.current = None
 

@@ -7,6 +7,8 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
+from unlearnbench.methods.base import evaluating
+from unlearnbench.methods.gradients import accumulated_gradients, on_device
 from unlearnbench.methods.rl import RandomLabel
 from unlearnbench.ranges import FRACTION, ranges
 from unlearnbench.registry import METHODS
@@ -18,15 +20,14 @@ from unlearnbench.streams.base import StreamView, UnlearningRequest
 class SalUn(RandomLabel):
     """SalUn: RL on the top-`ratio` salient weights (Fan et al., "SalUn", ICLR 2024).
 
-    Compared against OPTML-Group/Unlearn-Saliency at a6e89fd (2026-02-28). The mask is computed once
-    per request from the current model in eval mode: the gradient of −CE summed over the forget set,
-    thresholded globally (over all parameters) at its top `ratio` magnitudes, as in
-    `Classification/generate_mask.py` (ratio 0.5; ties at the threshold are all kept here, where the
-    reference breaks them by sort order). Training is RL's (`Classification/unlearn/RL.py`, same
-    defaults and `batches` order, see `RandomLabel`) with the gradient masked; after every step the
-    masked-out weights are restored and their momentum zeroed, so they and their optimizer state stay
-    exactly fixed, as the reference does since a6e89fd ("Fix weight decay"; before it only the gradient
-    was masked, and weight decay and momentum still moved masked-out weights).
+    Compared against OPTML-Group/Unlearn-Saliency at a6e89fd (2026-02-28). The mask is computed once per request from
+    the current model in eval mode: the gradient of −CE summed over the forget set, thresholded globally (over all
+    parameters) at its top `ratio` magnitudes, as in `Classification/generate_mask.py` (ratio 0.5; ties at the threshold
+    are all kept here, where the reference breaks them by sort order). Training is RL's (`Classification/unlearn/RL.py`,
+    same defaults and `batches` order, see `RandomLabel`) with the gradient masked; after every step the masked-out
+    weights are restored and their momentum zeroed, so they and their optimizer state stay exactly fixed, as the
+    reference does since a6e89fd ("Fix weight decay"; before it only the gradient was masked, and weight decay and
+    momentum still moved masked-out weights).
 
     Args:
         ratio: share of the weights (largest forget-gradient magnitudes) that training may change.
@@ -51,24 +52,17 @@ class SalUn(RandomLabel):
         self.frozen_values: dict[str, torch.Tensor] = {}
 
     def prepare(self, request: UnlearningRequest, data: StreamView) -> None:
-        parameters = dict(self.model.named_parameters())
-        gradients = {name: torch.zeros_like(p) for name, p in parameters.items()}
-        was_training = self.model.training
-        self.model.eval()
-        for batch in data.loader("forget"):
-            self.model.zero_grad()
-            x, y = batch.x.to(self.device), batch.y.to(self.device)
-            (-F.cross_entropy(self.model(x), y, reduction="sum")).backward()
-            for name, p in parameters.items():
-                if p.grad is not None:
-                    gradients[name] += p.grad
-        self.model.zero_grad()
-        self.model.train(was_training)
+        model, device = self.model, self.device
+        batches = on_device(data.loader("forget"), device)
+        with evaluating(model):
+            gradients, _ = accumulated_gradients(
+                model, batches, lambda b: -F.cross_entropy(model(b.x), b.y, reduction="sum")
+            )
         magnitudes = torch.cat([g.abs().flatten() for g in gradients.values()])
         keep = max(1, int(self.hparams.ratio * magnitudes.numel()))
         threshold = torch.topk(magnitudes, keep, sorted=True).values[-1]
         self.masks = {name: g.abs() >= threshold for name, g in gradients.items()}
-        self.frozen_values = {name: p.detach().clone() for name, p in parameters.items()}
+        self.frozen_values = {name: p.detach().clone() for name, p in model.named_parameters()}
 
     def after_step(self) -> None:
         optimizer = self.optimizers().optimizer

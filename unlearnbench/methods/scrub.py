@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from unlearnbench.data.base import Batch
-from unlearnbench.methods.base import UnlearningMethod
+from unlearnbench.methods.base import UnlearningMethod, batches_in
 from unlearnbench.methods.distill import Teacher, distill_kl
 from unlearnbench.ranges import NON_NEGATIVE, POSITIVE, ranges
 from unlearnbench.registry import METHODS
@@ -19,16 +19,14 @@ from unlearnbench.streams.batches import BatchMode
 class SCRUB(UnlearningMethod):
     """SCRUB: max-steps on forget, min-steps on retain against a frozen teacher (Kurmanji et al., NeurIPS 2023).
 
-    "Towards Unbounded Machine Unlearning". The teacher is the model before the request. A max-step
-    maximizes KL(teacher ‖ student) at temperature T on a forget batch; a min-step minimizes
-    γ·CE + α·KL on a retain batch; max-steps happen only in the first `msteps` epochs. Defaults are
-    the reference's (`meghdadk/SCRUB`): T = 4, msteps = 2, γ = 0.99, α = 0.001, 3 epochs, SGD lr
-    5e-4, momentum 0.9, weight decay 5e-4 (its lr decay epochs 3, 5, 9 never trigger in 3 epochs).
-    Where we differ: the reference runs a whole forget pass (batch 32) and then a whole retain pass
-    (batch 128) per epoch; here one batch size serves both and each of the first ⌈|F|/batch⌉ steps
-    of an epoch does a max-step then a min-step, so the number of max-steps per pass is the same
-    but they alternate with min-steps (the SGDA reading of the paper). Its unused SWA smoothing
-    (`smoothing = 0`) is left out.
+    "Towards Unbounded Machine Unlearning". The teacher is the model before the request. A max-step maximizes KL(teacher
+    ‖ student) at temperature T on a forget batch; a min-step minimizes γ·CE + α·KL on a retain batch; max-steps happen
+    only in the first `msteps` epochs. Defaults are the reference's (`meghdadk/SCRUB`): T = 4, msteps = 2, γ = 0.99, α =
+    0.001, 3 epochs, SGD lr 5e-4, momentum 0.9, weight decay 5e-4 (its lr decay epochs 3, 5, 9 never trigger in 3
+    epochs). Where we differ: the reference runs a whole forget pass (batch 32) and then a whole retain pass (batch 128)
+    per epoch; here one batch size serves both and each of the first ⌈|F|/batch⌉ steps of an epoch does a max-step then
+    a min-step, so the number of max-steps per pass is the same but they alternate with min-steps (the SGDA reading of
+    the paper). Its unused SWA smoothing (`smoothing = 0`) is left out.
 
     Args:
         temperature: KL temperature T.
@@ -67,21 +65,15 @@ class SCRUB(UnlearningMethod):
 
     def prepare(self, request: UnlearningRequest, data: StreamView) -> None:
         self.teacher = Teacher(self.model)
-        self.forget_batches = -(-len(request.forget) // self.hparams.batch_size)
+        self.forget_batches = batches_in(len(request.forget), self.hparams.batch_size)
 
     def training_step(self, batch: dict[str, Batch], batch_idx: int) -> Tensor:
         forget, retain, h = batch["forget"], batch["retain"], self.hparams
         if self.current_epoch < h.msteps and batch_idx < self.forget_batches:
-            self._step(-distill_kl(self(forget.x), self.teacher(forget.x), h.temperature))
+            self.manual_step(-distill_kl(self(forget.x), self.teacher(forget.x), h.temperature))
         logits = self(retain.x)
         loss = h.gamma * F.cross_entropy(logits, retain.y) + h.alpha * distill_kl(
             logits, self.teacher(retain.x), h.temperature
         )
-        self._step(loss)
+        self.manual_step(loss)
         return loss
-
-    def _step(self, loss: Tensor) -> None:
-        optimizer = self.optimizers()
-        optimizer.zero_grad()
-        self.manual_backward(loss)
-        optimizer.step()

@@ -9,20 +9,14 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from unlearnbench.data.base import Batch
-from unlearnbench.methods.base import UnlearningMethod
-from unlearnbench.methods.ssd import importances
+from unlearnbench.methods.base import UnlearningMethod, evaluating
+from unlearnbench.methods.gradients import importances, on_device
+from unlearnbench.methods.losses import adaptive_ce
 from unlearnbench.ranges import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, PROBABILITY, ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import GRADIENT_SPACE, Float, space
 from unlearnbench.streams.base import StreamView, UnlearningRequest
 from unlearnbench.streams.batches import BatchMode
-
-
-def adaptive_ce(logits: Tensor, labels: Tensor, lambd: float) -> Tensor:
-    """Σ_i w_i·CE_i with w_i ∝ CE_i^(−λ) (detached, Σ w = 1): well-forgotten samples weigh less."""
-    ce = F.cross_entropy(logits, labels, reduction="none")
-    weight = 1 / (ce.detach().pow(lambd) + 1e-15)
-    return (weight / weight.sum() * ce).sum()
 
 
 def saliency_mask(
@@ -36,18 +30,16 @@ def saliency_mask(
 class SFRon(UnlearningMethod):
     """SFR-on: saliency forgetting in the remain-preserving manifold, online (Huang et al., NeurIPS 2024).
 
-    "Unified Gradient-Based Machine Unlearning with Remain Geometry Enhancement". Defaults are the
-    CIFAR-10 setting of the reference `SFRon` (K1nght/Unified-Unlearning-w-Remain-Geometry,
-    `Classification/unlearn/sfron.py`, commit 1837bf6): SGD lr 0.01, momentum 0.9, weight decay
-    5e-4, batch 128, cosine lr decay; every `forget_freq` = 5 steps an ascent step on a forget batch
-    with the adaptive CE (λ = 0.5) times α_t = 25·(1 + cos(πs/S))/2, its gradient masked by the
-    Fisher-ratio saliency mask (γ = 1; diagonal Fishers = mean squared minibatch CE gradients in eval
-    mode, computed once per request) and clipped to norm 7; then, every step, a descent step on a
-    retain batch. Fast-slow weights: after each step θ ← β·θ + (1 − β)·θ_prev; the reference's
-    default β = 1 makes this the identity, so the "slow" trajectory is the optimizer's own.
-    Where we differ: the reference runs 1500 iterations (4.3 passes over CIFAR-10's retain set);
-    here the count is whole epochs over the retain set (4). Its Fisher batches are augmented; ours
-    use the eval transform.
+    "Unified Gradient-Based Machine Unlearning with Remain Geometry Enhancement". Defaults are the CIFAR-10 setting of
+    the reference `SFRon` (K1nght/Unified-Unlearning-w-Remain-Geometry, `Classification/unlearn/sfron.py`, commit
+    1837bf6): SGD lr 0.01, momentum 0.9, weight decay 5e-4, batch 128, cosine lr decay; every `forget_freq` = 5 steps an
+    ascent step on a forget batch with the adaptive CE (λ = 0.5) times α_t = 25·(1 + cos(πs/S))/2, its gradient masked
+    by the Fisher-ratio saliency mask (γ = 1; diagonal Fishers = mean squared minibatch CE gradients in eval mode,
+    computed once per request) and clipped to norm 7; then, every step, a descent step on a retain batch. Fast-slow
+    weights: after each step θ ← β·θ + (1 − β)·θ_prev; the reference's default β = 1 makes this the identity, so the
+    "slow" trajectory is the optimizer's own. Where we differ: the reference runs 1500 iterations (4.3 passes over
+    CIFAR-10's retain set); here the count is whole epochs over the retain set (4). Its Fisher batches are augmented;
+    ours use the eval transform.
 
     Args:
         forget_alpha: peak weight α of the forget ascent step (cosine-decayed).
@@ -89,42 +81,38 @@ class SFRon(UnlearningMethod):
         self.mask: dict[str, Tensor] = {}
 
     def prepare(self, request: UnlearningRequest, data: StreamView) -> None:
-        was_training, size = self.model.training, self.hparams.batch_size
-        self.model.eval()
-        fisher = {
-            w: importances(
-                self.model,
-                (b._replace(x=b.x.to(self.device), y=b.y.to(self.device)) for b in data.loader(w, batch_size=size)),
-            )
-            for w in ("forget", "retain")
-        }
-        self.model.train(was_training)
+        with evaluating(self.model) as model:
+            fisher = {
+                which: importances(
+                    model, on_device(data.loader(which, batch_size=self.hparams.batch_size), self.device)
+                )
+                for which in ("forget", "retain")
+            }
         self.mask = saliency_mask(fisher["forget"], fisher["retain"], self.hparams.gamma)
 
     def training_step(self, batch: dict[str, Batch], batch_idx: int) -> Tensor:
-        h, optimizer = self.hparams, self.optimizers()
+        h = self.hparams
         params = [p for p in self.model.parameters() if p.requires_grad]
         before = [p.detach().clone() for p in params] if h.ema_beta < 1 else None
         step = self.current_epoch * self.trainer.num_training_batches + batch_idx
         if step % h.forget_freq == 0:
             alpha = h.forget_alpha * (1 + math.cos(math.pi * step / self.trainer.estimated_stepping_batches)) / 2
-            optimizer.zero_grad()
-            self.manual_backward(-alpha * adaptive_ce(self(batch["forget"].x), batch["forget"].y, h.lambd))
-            for name, p in self.model.named_parameters():
-                if p.grad is not None:
-                    p.grad.mul_(self.mask[name])
-            torch.nn.utils.clip_grad_norm_(params, h.max_norm)
-            optimizer.step()
+            ascent = -alpha * adaptive_ce(self(batch["forget"].x), batch["forget"].y, h.lambd)
+            self.manual_step(ascent, lambda: self.masked_and_clipped(params))
         loss = F.cross_entropy(self(batch["retain"].x), batch["retain"].y)
-        optimizer.zero_grad()
-        self.manual_backward(loss)
-        optimizer.step()
+        self.manual_step(loss)
         self.lr_schedulers().step()
         if before is not None:
             with torch.no_grad():
                 for p, old in zip(params, before, strict=True):
                     p.lerp_(old, 1 - h.ema_beta)
         return loss
+
+    def masked_and_clipped(self, params: list[Tensor]) -> None:
+        for name, p in self.model.named_parameters():
+            if p.grad is not None:
+                p.grad.mul_(self.mask[name])
+        torch.nn.utils.clip_grad_norm_(params, self.hparams.max_norm)
 
     def configure_optimizers(self):
         optimizer = super().configure_optimizers()

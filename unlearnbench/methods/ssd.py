@@ -2,34 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
-from unlearnbench.data.base import Batch
-from unlearnbench.methods.base import UnlearningMethod
+from unlearnbench.methods.base import WeightEdit, evaluating
+from unlearnbench.methods.gradients import importances
 from unlearnbench.ranges import NON_NEGATIVE, POSITIVE, ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import Float, space
-from unlearnbench.streams.base import StreamView, UnlearningRequest
-
-
-def importances(model: nn.Module, batches: Iterable[Batch]) -> dict[str, Tensor]:
-    """Diagonal Fisher estimate: the mean over minibatches of the squared gradient of the batch's CE."""
-    parameters = dict(model.named_parameters())
-    total = {name: torch.zeros_like(p) for name, p in parameters.items()}
-    count = 0
-    for batch in batches:
-        model.zero_grad()
-        F.cross_entropy(model(batch.x), batch.y).backward()
-        for name, p in parameters.items():
-            if p.grad is not None:
-                total[name] += p.grad.pow(2)
-        count += 1
-    model.zero_grad()
-    return {name: value / max(count, 1) for name, value in total.items()}
 
 
 @torch.no_grad()
@@ -42,47 +24,33 @@ def dampen(model: nn.Module, data: dict[str, Tensor], forget: dict[str, Tensor],
 
 
 @METHODS.register("ssd")
-class SSD(UnlearningMethod):
+class SSD(WeightEdit):
     """SSD: selective synaptic dampening, no training (Foster et al., AAAI 2024).
 
-    "Fast Machine Unlearning Without Retraining Through Selective Synaptic Dampening", reference
-    `ssd.py` (`ParameterPerturber`): importances are computed in eval mode, I_f over the forget set
-    and I_D over the training data in batches of 64 without shuffling, retain first then forget
-    (the reference's `ConcatDataset`); here "the training data" is what the model is still trained
-    on, retain ∪ the current forget set. α (selection) = 10 and λ (dampening) = 1 as in its CIFAR
-    settings. Because I_D contains the forget batches, I_D ≳ (|F|/|D|)·I_f: nothing can be selected
-    once the forget set is 1/α of the data or more (one digits class is 10%), so α must be set below
-    |D|/|F| there. No optimizer is involved, so SSD takes no lr or momentum; `epochs` is accepted, like
-    every method's, and ignored.
+    "Fast Machine Unlearning Without Retraining Through Selective Synaptic Dampening", reference `ssd.py`
+    (`ParameterPerturber`): importances are computed in eval mode, I_f over the forget set and I_D over the training
+    data in batches of 64 without shuffling, retain first then forget (the reference's `ConcatDataset`); here "the
+    training data" is what the model is still trained on, retain ∪ the current forget set. α (selection) = 10 and λ
+    (dampening) = 1 as in its CIFAR settings. Because I_D contains the forget batches, I_D ≳ (|F|/|D|)·I_f: nothing can
+    be selected once the forget set is 1/α of the data or more (one digits class is 10%), so α must be set below |D|/|F|
+    there. No optimizer is involved, so SSD takes no lr or momentum; `epochs` is accepted, like every method's, and
+    ignored.
 
     Args:
         alpha: selection α: a weight is dampened where its forget importance exceeds α times its data importance.
         lam: dampening λ: a selected weight is scaled by min(λ·I_D/I_f, 1).
     """
 
-    trains_by_gradient = False
     #: (model, batches) -> importance per parameter name; LFSSD swaps in a label-free one
     importance = staticmethod(importances)
     search_space = space(alpha=Float(0.1, 100.0, log=True), lam=Float(0.1, 10.0, log=True))
     valid_ranges = ranges(alpha=POSITIVE, lam=NON_NEGATIVE, epochs=NON_NEGATIVE)  # epochs: accepted, ignored
 
     def __init__(self, alpha: float = 10.0, lam: float = 1.0, batch_size: int = 64, epochs: int = 0):
-        super().__init__(epochs=epochs, batch_size=batch_size)
-        self.data: StreamView | None = None
-
-    def prepare(self, request: UnlearningRequest, data: StreamView) -> None:
-        self.data = data
+        super().__init__(batch_size)
 
     def unlearn(self, fit: Callable[[int], None]) -> None:
-        model, size = self.model, self.hparams.batch_size
-        was_training = model.training
-        model.eval()
-        device = next(model.parameters()).device
-
-        def batches(which: str) -> Iterable[Batch]:
-            return (Batch(b.x.to(device), b.y.to(device), b.idx) for b in self.data.loader(which, batch_size=size))
-
-        forget = self.importance(model, batches("forget"))
-        data = self.importance(model, (b for which in ("retain", "forget") for b in batches(which)))
-        dampen(model, data, forget, self.hparams.alpha, self.hparams.lam)
-        model.train(was_training)
+        with evaluating(self.model) as model:
+            forget = self.importance(model, self.batches("forget"))
+            data = self.importance(model, (b for which in ("retain", "forget") for b in self.batches(which)))
+            dampen(model, data, forget, self.hparams.alpha, self.hparams.lam)

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from unlearnbench.data.base import Batch
-from unlearnbench.methods.base import UnlearningMethod
+from unlearnbench.methods.base import AdamOptimizer, UnlearningMethod
 from unlearnbench.ranges import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import Float, Int, space
@@ -29,19 +29,17 @@ def error_maximizing_noise(model: nn.Module, labels: Tensor, shape: tuple, steps
 
 
 @METHODS.register("unsir")
-class UNSIR(UnlearningMethod):
+class UNSIR(AdamOptimizer, UnlearningMethod):
     """UNSIR: error-maximizing noise, an impair epoch on noise + retain, a repair epoch (Tarun et al., TNNLS 2023).
 
-    "Fast Yet Effective Machine Unlearning", as in selective-synaptic-dampening's
-    `src/forget_full_class_strategies.py` (`UNSIR`; commit 24c0a617 of the Oomataa fork) and
-    `src/unlearn.py`, after vikram2000b/Fast-Machine-Unlearning: 32 noise images per forgotten
-    class from N(0, 1), 25 Adam steps (lr 0.1) on −CE + 0.1·mean‖N‖² with the model in eval mode;
-    impair = one epoch over noise labelled with its class plus retain, repair = one epoch over
-    retain, each with a fresh Adam at lr 1e-4, batch 32. Where we differ: its loader appends
-    `batch[0].size(0)` (3 channels) images per copy of the noise batch, 80 copies, so its impair set
-    holds 240 noise samples of 3 distinct images; we keep 240 (`noise_samples`), cycle through all
-    learned images and spread them over the impair steps. It takes ≤ 500 retain images per class
-    (all of them on digits) and repairs in batches of 128; we use all of retain and `batch_size`.
+    "Fast Yet Effective Machine Unlearning", as in selective-synaptic-dampening's `src/forget_full_class_strategies.py`
+    (`UNSIR`; commit 24c0a617 of the Oomataa fork) and `src/unlearn.py`, after vikram2000b/Fast-Machine-Unlearning: 32
+    noise images per forgotten class from N(0, 1), 25 Adam steps (lr 0.1) on −CE + 0.1·mean‖N‖² with the model in eval
+    mode; impair = one epoch over noise labelled with its class plus retain, repair = one epoch over retain, each with a
+    fresh Adam at lr 1e-4, batch 32. Where we differ: its loader appends `batch[0].size(0)` (3 channels) images per copy
+    of the noise batch, 80 copies, so its impair set holds 240 noise samples of 3 distinct images; we keep 240
+    (`noise_samples`), cycle through all learned images and spread them over the impair steps. It takes ≤ 500 retain
+    images per class (all of them on digits) and repairs in batches of 128; we use all of retain and `batch_size`.
     Random streams are refused (noise is learned per class). `momentum` is unused (Adam).
 
     Args:
@@ -112,6 +110,3 @@ class UNSIR(UnlearningMethod):
             take = torch.arange(start, min(start + share, total), device=x.device) % len(self.noise)
             x, y = torch.cat([x, self.noise[take].to(x.device)]), torch.cat([y, self.labels[take].to(y.device)])
         return F.cross_entropy(self(x), y)
-
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.Adam(self.model.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)

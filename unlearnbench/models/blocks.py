@@ -10,6 +10,9 @@ norm joins the last) and the head; SmallCNN and VGG each conv with its BN, then 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from timm.models import group_parameters
 from torch import nn
 
@@ -26,3 +29,19 @@ def last_blocks(model: nn.Module, k: int) -> set[str]:
     if not 1 <= k <= len(blocks):
         raise ValueError(f"k must be between 1 and the model's {len(blocks)} blocks, got {k}")
     return {name for block in blocks[-k:] for name in block}
+
+
+@contextmanager
+def trainable_only(model: nn.Module, names: set[str]) -> Iterator[None]:
+    """Inside the block only the parameters named in `names` train; after it every parameter that did trains again.
+
+    Restored after the block, so the next request, the update vector and guards see every parameter.
+    """
+    frozen = [p for name, p in model.named_parameters() if name not in names and p.requires_grad]
+    for p in frozen:
+        p.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for p in frozen:
+            p.requires_grad_(True)

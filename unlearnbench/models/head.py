@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import torch
 from torch import Tensor, nn
 
 
@@ -46,3 +47,26 @@ class PooledLinearClassifier(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return self.forward_head(self.forward_features(x))
+
+
+def penultimate(model: nn.Module, x: Tensor) -> Tensor:
+    """Penultimate features through the timm-style interface every arch here has."""
+    return model.forward_head(model.forward_features(x), pre_logits=True)
+
+
+def resized(linear: nn.Linear, width: int) -> nn.Linear:
+    """A copy of `linear` with `width` outputs: existing rows kept, new rows as nn.Linear initializes them."""
+    new = nn.Linear(linear.in_features, width, linear.bias is not None, linear.weight.device, linear.weight.dtype)
+    rows = min(width, linear.out_features)
+    with torch.no_grad():
+        new.weight[:rows] = linear.weight[:rows]
+        if linear.bias is not None:
+            new.bias[:rows] = linear.bias[:rows]
+    return new
+
+
+def set_classifier(model: nn.Module, classifier: nn.Linear) -> None:
+    """Put `classifier` where `model.get_classifier()` is (timm's interface names no setter)."""
+    path = next(name for name, module in model.named_modules() if module is model.get_classifier())
+    parent, _, attribute = path.rpartition(".")
+    setattr(model.get_submodule(parent), attribute, classifier)

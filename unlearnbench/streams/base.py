@@ -103,6 +103,18 @@ class StreamView:
         return self._stream.loader(chosen, batch_size=batch_size, augment=augment)
 
 
+class NarrowedView(StreamView):
+    """The request's view with its forget set narrowed to `subset` (what one stage of a meta-method such as RUM sees)."""
+
+    def __init__(self, view: StreamView, subset: np.ndarray):
+        super().__init__(view._stream)
+        self.subset = subset
+
+    def loader(self, which: str, *, indices=None, **kwargs) -> InMemoryLoader:
+        narrowed = self.subset if which == "forget" and indices is None else indices
+        return super().loader(which, indices=narrowed, **kwargs)
+
+
 class RequestStream(L.LightningDataModule):
     """T unlearning requests over one dataset; `select(t)` makes request t current.
 
