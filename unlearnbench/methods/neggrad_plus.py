@@ -21,12 +21,12 @@ class NegGradPlus(UnlearningMethod):
     """NegGrad+: CE(retain) − β·CE(forget) (Kurmanji et al., NeurIPS 2023; the seed lab's formulation).
 
     Default `formulation="lab"`: the seed paper's lab (TIML-Group/Mode-Connectivity-Unlearning at ff1f215, `unlearn.py:
-    training_step_ga_plus`, `arg_parser.py`, `train.py`): one shuffled pass over forget ∪ retain, each batch split by
-    membership, CE_r − β·CE_f from one forward pass; β 0.15, lr 0.01, batch 128, SGD momentum 0.9, weight decay 1e-4,
-    10 epochs. Where we differ: constant lr (the lab anneals it by cosine); a batch with no forget sample takes CE_r
-    alone (the lab's is NaN). `formulation="scrub"`: SCRUB's α·CE_r − (1−α)·CE_f on paired batches (meghdadk/SCRUB at
-    98ffb11, `large_scale_ictest.ipynb`: α = 0.9999, lr 0.01, 10 epochs, SGD with no momentum or weight decay).
-
+    training_step_ga_plus`, `arg_parser.py`): one shuffled pass over forget ∪ retain split by membership, CE_r − β·CE_f
+    from one forward pass; β 0.15, lr 0.01, batch 128, momentum 0.9, wd 1e-4, 10 epochs. We differ: constant lr (the lab
+    anneals by cosine); a batch with no forget sample takes CE_r alone (the lab's is NaN). Measured (digits class-wise
+    T=5, seed 0): forget_acc 0.0 throughout, retain_acc 67.5 after request 1, 12.6–25.7 after. `formulation="scrub"`:
+    α·CE_r − (1−α)·CE_f on paired batches (meghdadk/SCRUB at 98ffb11, `large_scale_ictest.ipynb`: α 0.9999, lr 0.01, 10
+    epochs, plain SGD): forget term ~1500x weaker; our old default (α 0.999, 5 epochs, wd 5e-4): forget_acc 82–93.
     Args:
         beta: weight β of the forget term (`formulation=lab`).
         formulation: `lab`: CE_r − β·CE_f in one pass; `scrub`: α·CE_r − (1−α)·CE_f over paired batches.
