@@ -292,3 +292,45 @@ def test_chain_privacy_on_hand_built_run_directories(tmp_path):
     assert all(auc > 0.9 for row in held["backward_rmia"] for auc in row)
     with pytest.raises(ValueError, match="2 chains need 2 oracles"):
         chain_privacy(same_paths[:2])
+
+
+def test_chain_privacy_with_a_sparse_oracle_schedule_scores_only_the_requests_with_oracles(tmp_path):
+    """`--oracle-every 2`, T = 3: oracles at t = 2 and 3 only. Request 1 has no number (absent from
+    `requests`, its backward rows None); row t = 3 scores F_1, F_2, F_3 against the oracles of t = 3,
+    the chains being those oracles plus +20 on F_1 (F_1 separated, F_2 and F_3 indistinguishable)."""
+    from unlearnbench.evaluation.chains import chain_privacy
+
+    rng = np.random.default_rng(11)
+    labels = (rng.integers(0, 3, 120), rng.integers(0, 3, 90))
+    forget = [np.arange(0, 10), np.arange(10, 20), np.arange(20, 30)]
+    requests = [
+        {"t": t, "forget": f.tolist(), "forget_classes": None, "test_forget": []} for t, f in enumerate(forget, 1)
+    ]
+    oracles = {t: [(rng.normal(size=(120, 3)), rng.normal(size=(90, 3))) for _ in range(3)] for t in (2, 3)}
+    scores = {"forget_acc": 40.0, "retain_acc": 90.0, "test_acc": 80.0, "mia_member_rate": 50.0}
+    rows = [{"t": t, "method": scores, "oracle": None if t == 1 else scores} for t in (1, 2, 3)]
+    paths = []
+    for j in range(3):
+        saved = [{"method_train": rng.normal(size=(120, 3)), "method_test": rng.normal(size=(90, 3))}]
+        for t in (2, 3):
+            train = oracles[t][j][0].copy()
+            train[forget[0], labels[0][forget[0]]] += 20.0
+            names = {f"oracle{k or ''}": z for k, z in enumerate(oracles[t])}
+            arrays = {f"{name}_{split}": z[i] for name, z in names.items() for i, split in enumerate(("train", "test"))}
+            saved.append({"method_train": train, "method_test": oracles[t][j][1], **arrays})
+        _write_chain(tmp_path / f"chain{j}", saved, rows, requests, labels)
+        paths.append(tmp_path / f"chain{j}")
+
+    privacy = chain_privacy(paths)
+    assert [r["t"] for r in privacy["requests"]] == [2, 3]
+    assert privacy["backward_eps"][0] is None and privacy["backward_rmia"][0] is None
+    assert privacy["backward_eps"][1:] == [[0.0, 1.0], [0.0, 1.0, 1.0]]
+    assert [r["eps_forget_score"] for r in privacy["requests"]] == [1.0, 1.0]
+    for t, s, references in ((2, 0, oracles[2]), (3, 0, oracles[3]), (3, 2, oracles[3])):  # the oracles of t
+        aucs = []
+        for path in paths:
+            with np.load(path / "logits" / f"t{t:03d}.npz") as chain:
+                target = (chain["method_train"], chain["method_test"])
+                aucs.append(rmia_attack(target, references, *labels, forget[s], classwise=False)["rmia_auc"])
+        assert privacy["backward_rmia"][t - 1][s] == pytest.approx(np.mean(aucs))
+    assert privacy["backward_rmia"][2][0] > 0.9  # F_1 still held at t = 3
