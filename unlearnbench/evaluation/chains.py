@@ -27,8 +27,11 @@ from pathlib import Path
 import numpy as np
 
 from unlearnbench.evaluation.oracle_mia import logit_confidence
-from unlearnbench.evaluation.privacy import eps_score, forget_score, rmia_attack, tow_scores
+from unlearnbench.evaluation.privacy import EPS_KEYS, eps_score, forget_score, rmia_attack, tow_scores
 from unlearnbench.evaluation.scoring import accuracy
+
+#: The ε score's smallest N: with 2 models a side its buckets stop at ceil(log 1) = 0 (`privacy.bucket_points`).
+MIN_EPS_CHAINS = 3
 
 
 def _load(path: Path) -> dict:
@@ -77,7 +80,8 @@ def chain_privacy(paths: Sequence[Path | str]) -> dict:
     F_1..F_t at t; None for a request without oracles).
 
     Every chain must hold the same stream, the same oracle schedule and, at a scheduled request, as
-    many oracles as there are chains.
+    many oracles as there are chains. With 2 chains the ε values are None (every F would be 0) and
+    RMIA and ToW are still computed.
     """
     chains = [_load(Path(path)) for path in paths]
     forget_sets = [[r["forget"] for r in chain["manifest"]["requests"]] for chain in chains]
@@ -110,12 +114,14 @@ def chain_privacy(paths: Sequence[Path | str]) -> dict:
         test_retain = np.setdiff1d(
             np.arange(len(labels[1])), np.asarray(requests[t - 1]["test_forget"], dtype=np.int64)
         )
-        scores = eps_score(
-            _phi(method_train, labels[0], forget[t - 1]),
-            _phi(oracle_train, labels[0], forget[t - 1]),
-            _utility(method_train, method_test, labels, retain, test_retain),
-            _utility(oracle_train, oracle_test, labels, retain, test_retain),
-        )
+        scores = dict.fromkeys(EPS_KEYS)
+        if len(chains) >= MIN_EPS_CHAINS:
+            scores = eps_score(
+                _phi(method_train, labels[0], forget[t - 1]),
+                _phi(oracle_train, labels[0], forget[t - 1]),
+                _utility(method_train, method_test, labels, retain, test_retain),
+                _utility(oracle_train, oracle_test, labels, retain, test_retain),
+            )
         rmia = [_rmia_aucs(saved, references, labels, forget[s], classwise) for s in range(t)]
         tows = [tow_scores(chain["rows"][t - 1]["method"], chain["rows"][t - 1]["oracle"]) for chain in chains]
         result["requests"].append(
@@ -130,6 +136,8 @@ def chain_privacy(paths: Sequence[Path | str]) -> dict:
         result["backward_eps"].append(
             [
                 forget_score(_phi(method_train, labels[0], forget[s]), _phi(oracle_train, labels[0], forget[s]))
+                if len(chains) >= MIN_EPS_CHAINS
+                else None
                 for s in range(t)
             ]
         )

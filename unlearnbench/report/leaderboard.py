@@ -27,7 +27,13 @@ What a cell shows, per method, over the seeds whose run finished:
   points (`summary.json`'s `rememorization_events`);
 - rte_s: wall seconds of unlearning summed over the T requests;
 - `mean ± std` over seeds (std: sample standard deviation, ddof=1; none with one seed) and `n`, the
-  number of seeds averaged.
+  number of runs averaged: the seeds, times the unlearning chains of each (a suite's `unlearn_seeds:
+  K`, runs that differ only in unlearn seed, share their row).
+
+A row whose K >= 2 chains of one seed were run with `--save-logits` and K oracles per request also
+gets its privacy over the chains (`evaluation.chains.chain_privacy`, mean over seeds): a table of
+the ε score, RMIA AUC and ToW at each request with oracles, and the backward-privacy heatmaps beside
+its history heatmap (`report/plots.py`).
 
 The best method per column is marked (bold in Markdown, highlighted in HTML, listed in CSV): the
 one closest to the oracle's mean where the oracle is the target (arrow `→oracle`), else the lowest
@@ -57,6 +63,7 @@ import json
 import math
 import os
 import re
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -406,6 +413,8 @@ class Entry:
     cells: dict[str, Cell] = field(default_factory=dict)
     best: set[str] = field(default_factory=set)
     is_oracle: bool = False
+    #: the privacy numbers over the row's unlearning chains (None without K >= 2 chains saved with their logits)
+    privacy: ChainPrivacy | None = None
 
     @property
     def n(self) -> int:
@@ -452,14 +461,19 @@ def _recipe_hash(identity: dict) -> str:
     return hashlib.sha256(json.dumps(identity.get("recipe"), sort_keys=True).encode()).hexdigest()[:6]
 
 
-def _variant_key(identity: dict) -> str:
-    """What distinguishes two rows of one table: the whole identity except the seed.
+#: What a row averages over: the seed, and the unlearn seed of a suite's unlearning chains (`unlearn_seeds: K`).
+REPLICATE_KEYS = ("seed", "unlearn_seed")
 
-    The seed is what a row averages over; anything else that differs (hyperparameters, guards and
-    their arguments, oracle, precision, ...) is another variant, so a guarded run never shares a
-    row, a mean or an n with an unguarded run of the same method and seed.
+
+def _variant_key(identity: dict) -> str:
+    """What distinguishes two rows of one table: the whole identity except the seeds it averages over.
+
+    The seed and the unlearn seed are what a row averages over (K unlearning chains of one seed are
+    K runs of the row, and its backward-privacy numbers come from them); anything else that differs
+    (hyperparameters, guards and their arguments, oracle, precision, ...) is another variant, so a
+    guarded run never shares a row, a mean or an n with an unguarded run of the same method and seed.
     """
-    payload = {k: v for k, v in identity.items() if k != "seed"}
+    payload = {k: v for k, v in identity.items() if k not in REPLICATE_KEYS}
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:6]
 
 
@@ -492,7 +506,7 @@ def _differences(identity: dict, siblings: list[dict]) -> list[str]:
     if defaults is None:  # no code to read defaults from: what differs among the variants
         defaults = {k: v for k, v in args.items() if all((s.get("method_args") or {}).get(k) == v for s in siblings)}
     parts = [f"{key}={_short(value)}" for key, value in sorted(args.items()) if defaults.get(key, object()) != value]
-    for key in sorted({k for s in siblings for k in s} - {"seed", "method", "method_args"}):
+    for key in sorted({k for s in siblings for k in s} - {*REPLICATE_KEYS, "method", "method_args"}):
         if len({json.dumps(s.get(key), sort_keys=True, default=str) for s in siblings}) > 1:
             parts.append(f"{key}={_short(identity.get(key, 'none'))}")
     return parts
@@ -567,6 +581,7 @@ def _build_group(key: tuple, title: str, runs: list[RunRecord]) -> Group:
         values = [run.method_values() for run in complete]
         entry.cells = {k: aggregate([v.get(k) for v in values]) for k in COLUMN_KEYS}
         _note_validity(entry.cells, values)
+        entry.privacy = chain_privacy_of(complete)
         entries.append(entry)
     # The oracle: one value per seed (every method on the same seed shares the same oracles).
     per_seed: dict[int, dict] = {}
@@ -611,6 +626,62 @@ def _mark_best(entries: list[Entry], oracle: Entry | None, columns: tuple[Column
         for entry in candidates:
             if math.isclose(score[id(entry)], best, rel_tol=1e-9, abs_tol=1e-12):
                 entry.best.add(column.key)
+
+
+# ------------------------------------------------------------------------------ privacy over chains
+
+#: The per-request privacy numbers of `chain_privacy` a variant's table shows.
+PRIVACY_KEYS = ("eps_forget_score", "eps_score", "rmia_auc", "tow", "tow_mia")
+
+
+@dataclass
+class ChainPrivacy:
+    """`evaluation.chains.chain_privacy` over a variant's unlearning chains, the mean over seeds; NaN where a
+    request has no oracles (or, for ε, where there are 2 chains)."""
+
+    chains: int
+    seeds: list[int]
+    #: PRIVACY_KEYS -> the value at each request t (index t − 1)
+    requests: dict[str, np.ndarray]
+    #: "eps" and "rmia" -> the T x T backward-privacy matrix: [t − 1, s − 1] = the number of F_s at t, s <= t
+    backward: dict[str, np.ndarray]
+
+
+def chain_privacy_of(runs: list[RunRecord]) -> ChainPrivacy | None:
+    """The privacy numbers of a variant's complete runs: per seed, its K >= 2 unlearning chains saved with
+    `--save-logits` and K oracles per request (`chain_privacy`); None where no seed has them."""
+    from unlearnbench.evaluation.chains import chain_privacy
+
+    by_seed: dict[int, list[RunRecord]] = {}
+    for run in runs:
+        if (run.path / "logits").is_dir():
+            by_seed.setdefault(int(run.identity.get("seed", 0)), []).append(run)
+    chains = {
+        seed: chain
+        for seed, chain in by_seed.items()
+        if len(chain) >= 2 and all(int(run.identity.get("oracle_seeds", 1)) == len(chain) for run in chain)
+    }
+    if not chains:
+        return None
+    requests = runs[0].requests
+    results = [chain_privacy([run.path for run in chain]) for chain in chains.values()]
+    per_request = {key: np.full((len(results), requests), np.nan) for key in PRIVACY_KEYS}
+    backward = {name: np.full((len(results), requests, requests), np.nan) for name in ("eps", "rmia")}
+    for i, result in enumerate(results):
+        for request in result["requests"]:
+            for key in PRIVACY_KEYS:
+                per_request[key][i, request["t"] - 1] = np.nan if request[key] is None else request[key]
+        for name in backward:
+            for t, row in enumerate(result[f"backward_{name}"]):
+                backward[name][i, t, : len(row or [])] = [np.nan if v is None else v for v in row or []]
+    with warnings.catch_warnings():  # a cell no seed has (no oracle at t, s > t) stays NaN
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return ChainPrivacy(
+            chains=len(next(iter(chains.values()))),
+            seeds=sorted(chains),
+            requests={key: np.nanmean(values, axis=0) for key, values in per_request.items()},
+            backward={name: np.nanmean(values, axis=0) for name, values in backward.items()},
+        )
 
 
 # --------------------------------------------------------------------------------------- provenance
@@ -658,7 +729,7 @@ INTRO = (
     "Headline: `gap_acc`, the mean |method − oracle| over the accuracy columns; `gap` (the papers' "
     "Avg.Gap) also averages the SVC member rate, which on well-fit data re-measures confident "
     "correctness rather than membership (read it with `mia_valid`: n.s. = no better than chance). "
-    "Values after the last request T, mean ± sample std over seeds (n = seeds averaged); "
+    "Values after the last request T, mean ± sample std over seeds (n = runs averaged: seeds × unlearning chains); "
     "`mean_gap` averages the gap over the requests with an oracle; `fwd_fail` = forget_acc on F_T of the "
     "continual method − of the same method serving F_T single-shot (`single_acc`), `fwd_fail_mean` its mean "
     "over the scheduled requests; `drift` = forget_acc at T − at 1; "
@@ -701,8 +772,33 @@ def render_markdown(groups: list[Group], prov: dict, plots: dict[str, list[Path]
             relative = path.relative_to(out_dir).as_posix()
             lines.append(f"![{path.stem}]({relative})")
         lines.append("")
+        for entry in group.entries:
+            if entry.privacy is not None:
+                lines += _privacy_markdown(entry)
     lines += _provenance_markdown(prov)
     return "\n".join(lines) + "\n"
+
+
+def privacy_caption(entry: Entry) -> str:
+    privacy = entry.privacy
+    return (
+        f"{entry.label}: privacy over {privacy.chains} unlearning chains against {privacy.chains} oracles per request "
+        f"(seed(s) {', '.join(map(str, privacy.seeds))}; — = no oracle at t)"
+    )
+
+
+def privacy_cell(value: float) -> str:
+    return "—" if math.isnan(value) else f"{value:.3f}"
+
+
+def _privacy_markdown(entry: Entry) -> list[str]:
+    privacy = entry.privacy
+    lines = [f"### {_md_escape(privacy_caption(entry))}", "", "| t | " + " | ".join(PRIVACY_KEYS) + " |"]
+    lines.append("|---:|" + "---:|" * len(PRIVACY_KEYS))
+    for t in range(len(privacy.requests[PRIVACY_KEYS[0]])):
+        cells = [privacy_cell(privacy.requests[key][t]) for key in PRIVACY_KEYS]
+        lines.append(f"| {t + 1} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
 
 
 def _provenance_markdown(prov: dict) -> list[str]:
