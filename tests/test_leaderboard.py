@@ -391,7 +391,7 @@ def test_unlearning_chains_share_a_row_and_show_their_backward_privacy(tmp_path)
     T = 3), saved with `--save-logits`: one row, its heatmaps beside the history, its numbers `chain_privacy`'s."""
     from tests.conftest import tiny_config
     from unlearnbench.evaluation.chains import chain_privacy
-    from unlearnbench.report.leaderboard import PRIVACY_KEYS
+    from unlearnbench.report.privacy import PRIVACY_KEYS
     from unlearnbench.runner import Runner
 
     options = {"requests": 3, "oracle_seeds": 3, "oracle_every": 2, "save_logits": True}

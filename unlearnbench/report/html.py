@@ -10,6 +10,8 @@ import base64
 import html
 from pathlib import Path
 
+from unlearnbench.report.privacy import PRIVACY_KEYS, privacy_caption, privacy_cell
+
 CSS = """
 body { font: 13px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px; color: #1b1f24; }
 h1 { font-size: 22px; margin: 0 0 6px; } h2 { font-size: 17px; margin: 28px 0 8px; }
@@ -106,8 +108,6 @@ def _row(entry, columns) -> str:
 
 def _privacy_table(entry) -> str:
     """The per-request privacy numbers of a variant's unlearning chains (`leaderboard.ChainPrivacy`)."""
-    from unlearnbench.report.leaderboard import PRIVACY_KEYS, privacy_caption, privacy_cell
-
     privacy = entry.privacy
     rows = [
         f"<tr><td>{t + 1}</td>" + "".join(f"<td>{privacy_cell(privacy.requests[k][t])}</td>" for k in PRIVACY_KEYS)
