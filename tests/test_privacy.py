@@ -334,3 +334,73 @@ def test_chain_privacy_with_a_sparse_oracle_schedule_scores_only_the_requests_wi
                 aucs.append(rmia_attack(target, references, *labels, forget[s], classwise=False)["rmia_auc"])
         assert privacy["backward_rmia"][t - 1][s] == pytest.approx(np.mean(aucs))
     assert privacy["backward_rmia"][2][0] > 0.9  # F_1 still held at t = 3
+
+
+#: GA's learning rate in the K = 8 test: 2 epochs on F_1 (4 steps) leave it between the pretrained model and
+#: the oracles (measured: lr 0.01 -> F 0, 0.03 -> 0.03, 0.1 -> 0.09; the oracles 0.23, the pretrained model 0).
+GA_TINY_LR = 0.1
+
+
+@pytest.mark.slow
+def test_eps_score_on_digits_with_k8_train_seeds_orders_oracles_ga_and_the_pretrained_model(tmp_path):
+    """K = 8 train seeds, class-wise, one request, the tests' fast recipe: the oracles of seeds 0..3 scored
+    against those of seeds 4..7 (a perfect unlearning) get the highest F, the pretrained models of seeds
+    0..3, never unlearned, F clearly lower, and 4 steps of GA from them sit between.
+
+    Not "near 1": with 4 models a side the ε of an example is the largest over hundreds of rules
+    estimated from 4 samples, so even two samples of one distribution score F ~ 0.2 (docs/privacy.md);
+    the oracles' F is that floor (0.23 here)."""
+    from tests.conftest import tiny_config
+    from unlearnbench.evaluation.oracle_mia import logit_confidence
+    from unlearnbench.runner import Runner
+
+    runners = []
+    for seed in range(4):  # GA from pretrained model `seed`; its run also trains the oracle of train seed `seed`
+        config = tiny_config(
+            tmp_path / "runs",
+            tmp_path / "store",
+            "ga",
+            requests=1,
+            train_seed=seed,
+            single_shot_every=0,
+            method_args={"lr": GA_TINY_LR, "epochs": 2},
+        )
+        runners.append(Runner(config))
+        runners[-1].run()
+    request = runners[0].stream.select(1)
+    forget, labels = np.asarray(request.forget), runners[0].train_labels
+
+    def phi(models) -> np.ndarray:
+        return np.stack([logit_confidence(runners[0].logits(m).train[forget], labels[forget]) for m in models])
+
+    retrained = phi(runners[0].trained_model(request.forgotten, "oracle", seed) for seed in range(4, 8))
+    oracles = forget_score(
+        phi(r.trained_model(request.forgotten, "oracle", r.config.train_seed) for r in runners), retrained
+    )
+    pretrained = forget_score(phi(r.pretrained_model() for r in runners), retrained)
+    ga = forget_score(phi(r.method.model for r in runners), retrained)
+    assert oracles >= 0.15  # the floor of independent samples of one distribution at N = 4
+    assert pretrained <= oracles - 0.15
+    assert pretrained < ga < oracles
+
+
+def test_chain_privacy_of_two_chains_gives_rmia_and_tow_but_no_eps(tmp_path):
+    """With N = 2 the ε buckets stop at ceil(log 1) = 0 (every F would be 0): None, never 0."""
+    from unlearnbench.evaluation.chains import chain_privacy
+
+    rng = np.random.default_rng(3)
+    labels = (rng.integers(0, 3, 60), rng.integers(0, 3, 40))
+    requests = [{"t": 1, "forget": list(range(10)), "forget_classes": None, "test_forget": []}]
+    scores = {"forget_acc": 40.0, "retain_acc": 90.0, "test_acc": 80.0, "mia_member_rate": 50.0}
+    oracles = [(rng.normal(size=(60, 3)), rng.normal(size=(40, 3))) for _ in range(2)]
+    arrays = {
+        f"oracle{k or ''}_{split}": z[i] for k, z in enumerate(oracles) for i, split in enumerate(("train", "test"))
+    }
+    for j in range(2):
+        saved = [{"method_train": oracles[j][0], "method_test": oracles[j][1], **arrays}]
+        _write_chain(tmp_path / f"chain{j}", saved, [{"t": 1, "method": scores, "oracle": scores}], requests, labels)
+    privacy = chain_privacy([tmp_path / "chain0", tmp_path / "chain1"])
+    (request,) = privacy["requests"]
+    assert request["eps_forget_score"] is None and request["eps_score"] is None
+    assert privacy["backward_eps"] == [[None]]
+    assert request["tow"] == 1.0 and 0 <= request["rmia_auc"] <= 1
