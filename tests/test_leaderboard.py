@@ -383,3 +383,41 @@ def test_html_tables_scroll_within_1400_px_with_a_sticky_method_column(runs, tmp
     assert "div.scroll { max-width: 1400px; overflow-x: auto; }" in page
     assert "tr > :first-child { position: sticky; left: 0;" in page
     assert page.count('<div class="scroll"><table class="leaderboard"') == 1
+
+
+@pytest.mark.slow
+def test_unlearning_chains_share_a_row_and_show_their_backward_privacy(tmp_path):
+    """K = 3 tiny finetune chains (unlearn seeds 0, 1, 2) with 3 oracles at t = 2 and 3 (`--oracle-every 2`,
+    T = 3), saved with `--save-logits`: one row, its heatmaps beside the history, its numbers `chain_privacy`'s."""
+    from tests.conftest import tiny_config
+    from unlearnbench.evaluation.chains import chain_privacy
+    from unlearnbench.report.privacy import PRIVACY_KEYS
+    from unlearnbench.runner import Runner
+
+    options = {"requests": 3, "oracle_seeds": 3, "oracle_every": 2, "save_logits": True}
+    paths = [
+        Runner(tiny_config(tmp_path / "runs", tmp_path / "store", "finetune", unlearn_seed=k, **options)).run().run_dir
+        for k in range(3)
+    ]
+    board = build_leaderboard(tmp_path / "runs", tmp_path / "board")
+    (group,) = board.groups
+    (entry,) = group.entries
+    assert entry.label == "finetune" and entry.n == 3 and entry.privacy.chains == 3
+    expected = chain_privacy(paths)
+    assert [r["t"] for r in expected["requests"]] == [2, 3]
+    for key in PRIVACY_KEYS:
+        assert np.isnan(entry.privacy.requests[key][0])  # no oracle at t = 1: no number
+        assert entry.privacy.requests[key][1:].tolist() == pytest.approx([r[key] for r in expected["requests"]])
+    for name in ("eps", "rmia"):
+        matrix = entry.privacy.backward[name]
+        assert np.isnan(matrix[0]).all() and np.isnan(matrix[1, 2])
+        assert matrix[2].tolist() == pytest.approx(expected[f"backward_{name}"][2])
+        assert matrix[1, :2].tolist() == pytest.approx(expected[f"backward_{name}"][1])
+    names = [path.name for path in board.plots[group.slug]]
+    history = names.index("history-finetune.png")
+    assert names[history + 1 : history + 3] == ["backward_eps-finetune.png", "backward_rmia-finetune.png"]
+    markdown = board.files["md"].read_text()
+    assert "finetune: privacy over 3 unlearning chains" in markdown
+    assert f"| 3 | {expected['requests'][1]['eps_forget_score']:.3f} | " in markdown
+    assert "| 1 | — | — | — | — | — |" in markdown
+    assert "privacy over 3 unlearning chains" in board.files["html"].read_text()

@@ -292,3 +292,115 @@ def test_chain_privacy_on_hand_built_run_directories(tmp_path):
     assert all(auc > 0.9 for row in held["backward_rmia"] for auc in row)
     with pytest.raises(ValueError, match="2 chains need 2 oracles"):
         chain_privacy(same_paths[:2])
+
+
+def test_chain_privacy_with_a_sparse_oracle_schedule_scores_only_the_requests_with_oracles(tmp_path):
+    """`--oracle-every 2`, T = 3: oracles at t = 2 and 3 only. Request 1 has no number (absent from
+    `requests`, its backward rows None); row t = 3 scores F_1, F_2, F_3 against the oracles of t = 3,
+    the chains being those oracles plus +20 on F_1 (F_1 separated, F_2 and F_3 indistinguishable)."""
+    from unlearnbench.evaluation.chains import chain_privacy
+
+    rng = np.random.default_rng(11)
+    labels = (rng.integers(0, 3, 120), rng.integers(0, 3, 90))
+    forget = [np.arange(0, 10), np.arange(10, 20), np.arange(20, 30)]
+    requests = [
+        {"t": t, "forget": f.tolist(), "forget_classes": None, "test_forget": []} for t, f in enumerate(forget, 1)
+    ]
+    oracles = {t: [(rng.normal(size=(120, 3)), rng.normal(size=(90, 3))) for _ in range(3)] for t in (2, 3)}
+    scores = {"forget_acc": 40.0, "retain_acc": 90.0, "test_acc": 80.0, "mia_member_rate": 50.0}
+    rows = [{"t": t, "method": scores, "oracle": None if t == 1 else scores} for t in (1, 2, 3)]
+    paths = []
+    for j in range(3):
+        saved = [{"method_train": rng.normal(size=(120, 3)), "method_test": rng.normal(size=(90, 3))}]
+        for t in (2, 3):
+            train = oracles[t][j][0].copy()
+            train[forget[0], labels[0][forget[0]]] += 20.0
+            names = {f"oracle{k or ''}": z for k, z in enumerate(oracles[t])}
+            arrays = {f"{name}_{split}": z[i] for name, z in names.items() for i, split in enumerate(("train", "test"))}
+            saved.append({"method_train": train, "method_test": oracles[t][j][1], **arrays})
+        _write_chain(tmp_path / f"chain{j}", saved, rows, requests, labels)
+        paths.append(tmp_path / f"chain{j}")
+
+    privacy = chain_privacy(paths)
+    assert [r["t"] for r in privacy["requests"]] == [2, 3]
+    assert privacy["backward_eps"][0] is None and privacy["backward_rmia"][0] is None
+    assert privacy["backward_eps"][1:] == [[0.0, 1.0], [0.0, 1.0, 1.0]]
+    assert [r["eps_forget_score"] for r in privacy["requests"]] == [1.0, 1.0]
+    for t, s, references in ((2, 0, oracles[2]), (3, 0, oracles[3]), (3, 2, oracles[3])):  # the oracles of t
+        aucs = []
+        for path in paths:
+            with np.load(path / "logits" / f"t{t:03d}.npz") as chain:
+                target = (chain["method_train"], chain["method_test"])
+                aucs.append(rmia_attack(target, references, *labels, forget[s], classwise=False)["rmia_auc"])
+        assert privacy["backward_rmia"][t - 1][s] == pytest.approx(np.mean(aucs))
+    assert privacy["backward_rmia"][2][0] > 0.9  # F_1 still held at t = 3
+
+
+#: GA's learning rate in the K = 8 test: 2 epochs on F_1 (4 steps) leave it between the pretrained model and
+#: the oracles (measured: lr 0.01 -> F 0, 0.03 -> 0.03, 0.1 -> 0.09; the oracles 0.23, the pretrained model 0).
+GA_TINY_LR = 0.1
+
+
+@pytest.mark.slow
+def test_eps_score_on_digits_with_k8_train_seeds_orders_oracles_ga_and_the_pretrained_model(tmp_path):
+    """K = 8 train seeds, class-wise, one request, the tests' fast recipe: the oracles of seeds 0..3 scored
+    against those of seeds 4..7 (a perfect unlearning) get the highest F, the pretrained models of seeds
+    0..3, never unlearned, F clearly lower, and 4 steps of GA from them sit between.
+
+    Not "near 1": with 4 models a side the ε of an example is the largest over hundreds of rules
+    estimated from 4 samples, so even two samples of one distribution score F ~ 0.2 (docs/privacy.md);
+    the oracles' F is that floor (0.23 here)."""
+    from tests.conftest import tiny_config
+    from unlearnbench.evaluation.oracle_mia import logit_confidence
+    from unlearnbench.runner import Runner
+
+    runners = []
+    for seed in range(4):  # GA from pretrained model `seed`; its run also trains the oracle of train seed `seed`
+        config = tiny_config(
+            tmp_path / "runs",
+            tmp_path / "store",
+            "ga",
+            requests=1,
+            train_seed=seed,
+            single_shot_every=0,
+            method_args={"lr": GA_TINY_LR, "epochs": 2},
+        )
+        runners.append(Runner(config))
+        runners[-1].run()
+    request = runners[0].stream.select(1)
+    forget, labels = np.asarray(request.forget), runners[0].train_labels
+
+    def phi(models) -> np.ndarray:
+        return np.stack([logit_confidence(runners[0].logits(m).train[forget], labels[forget]) for m in models])
+
+    retrained = phi(runners[0].trained_model(request.forgotten, "oracle", seed) for seed in range(4, 8))
+    oracles = forget_score(
+        phi(r.trained_model(request.forgotten, "oracle", r.config.train_seed) for r in runners), retrained
+    )
+    pretrained = forget_score(phi(r.pretrained_model() for r in runners), retrained)
+    ga = forget_score(phi(r.method.model for r in runners), retrained)
+    assert oracles >= 0.15  # the floor of independent samples of one distribution at N = 4
+    assert pretrained <= oracles - 0.15
+    assert pretrained < ga < oracles
+
+
+def test_chain_privacy_of_two_chains_gives_rmia_and_tow_but_no_eps(tmp_path):
+    """With N = 2 the ε buckets stop at ceil(log 1) = 0 (every F would be 0): None, never 0."""
+    from unlearnbench.evaluation.chains import chain_privacy
+
+    rng = np.random.default_rng(3)
+    labels = (rng.integers(0, 3, 60), rng.integers(0, 3, 40))
+    requests = [{"t": 1, "forget": list(range(10)), "forget_classes": None, "test_forget": []}]
+    scores = {"forget_acc": 40.0, "retain_acc": 90.0, "test_acc": 80.0, "mia_member_rate": 50.0}
+    oracles = [(rng.normal(size=(60, 3)), rng.normal(size=(40, 3))) for _ in range(2)]
+    arrays = {
+        f"oracle{k or ''}_{split}": z[i] for k, z in enumerate(oracles) for i, split in enumerate(("train", "test"))
+    }
+    for j in range(2):
+        saved = [{"method_train": oracles[j][0], "method_test": oracles[j][1], **arrays}]
+        _write_chain(tmp_path / f"chain{j}", saved, [{"t": 1, "method": scores, "oracle": scores}], requests, labels)
+    privacy = chain_privacy([tmp_path / "chain0", tmp_path / "chain1"])
+    (request,) = privacy["requests"]
+    assert request["eps_forget_score"] is None and request["eps_score"] is None
+    assert privacy["backward_eps"] == [[None]]
+    assert request["tow"] == 1.0 and 0 <= request["rmia_auc"] <= 1

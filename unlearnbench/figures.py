@@ -50,38 +50,48 @@ def history_heatmap_figure(history: np.ndarray, title: str, oracle_level: float 
 
     The colour scale is fixed to 0–100 (%) so heatmaps of different methods compare by eye, and
     `oracle_level` (the oracle's forget accuracy, the value a method should match) is marked on it.
+    """
+    return heatmap_figure(history, title, (0.0, 100.0), "accuracy (%)", "{:.0f}", (oracle_level, "oracle"))
+
+
+def heatmap_figure(
+    matrix: np.ndarray,
+    title: str,
+    scale: tuple[float, float],
+    label: str,
+    cell_format: str,
+    reference: tuple[float | None, str] = (None, ""),
+):
+    """A (request t) x (forget set F_s) heatmap on a fixed colour `scale`, `reference` = (level, name) marked on
+    its colour bar; NaN cells (no value) are left blank.
+
     At T = 100 the cells are too small for numbers: above `ANNOTATED_REQUESTS` they are left out,
     the axes thinned and the figure size capped.
     """
     plt = pyplot()
-    rows, cols = history.shape
+    rows, cols = matrix.shape
+    low, high = scale
     size = min(10.0, max(3.2, 0.55 * cols + 1.8))
     figure, ax = plt.subplots(figsize=(size + 0.8, min(10.0, size * rows / max(cols, 1)) + 0.6))
-    image = ax.imshow(history, vmin=0, vmax=100, cmap="viridis", aspect="auto", interpolation="nearest")
+    image = ax.imshow(matrix, vmin=low, vmax=high, cmap="viridis", aspect="auto", interpolation="nearest")
     if cols <= ANNOTATED_REQUESTS:
         for t in range(rows):
             for s in range(cols):
-                value = history[t, s]
+                value = matrix[t, s]
                 if math.isfinite(value):
-                    color = "black" if value > 60 else "white"
-                    ax.text(s, t, f"{value:.0f}", ha="center", va="center", fontsize=8, color=color)
+                    color = "black" if value > low + 0.6 * (high - low) else "white"
+                    ax.text(s, t, cell_format.format(value), ha="center", va="center", fontsize=8, color=color)
     ax.set_xticks(list(thinned_ticks(cols)), [f"F{s + 1}" for s in thinned_ticks(cols)])
     ax.set_yticks(list(thinned_ticks(rows)), [f"t={t + 1}" for t in thinned_ticks(rows)])
     ax.set_xlabel("forget set F_s")
     ax.set_ylabel("after request t")
     ax.set_title(title, fontsize=9)
-    bar = figure.colorbar(image, ax=ax, label="accuracy (%)")
-    if oracle_level is not None and math.isfinite(oracle_level):
-        bar.ax.axhline(oracle_level, color="red", linewidth=2)
+    bar = figure.colorbar(image, ax=ax, label=label)
+    level, name = reference
+    if level is not None and math.isfinite(level):
+        bar.ax.axhline(level, color="red", linewidth=2)
         bar.ax.text(
-            -0.1,
-            oracle_level,
-            "oracle",
-            color="red",
-            ha="right",
-            va="center",
-            fontsize=7,
-            transform=bar.ax.get_yaxis_transform(),
+            -0.1, level, name, color="red", ha="right", va="center", fontsize=7, transform=bar.ax.get_yaxis_transform()
         )
     figure.tight_layout()
     return figure

@@ -2,12 +2,20 @@
 
 A chain is one run; K chains differ only in `unlearn_seed` (a suite's `unlearn_seeds: K`) and were
 run with `--oracle-seeds K --save-logits`, so they share the stream, the pretrained model and the
-K oracles of every request. Per request t this gives the ε score (N = K chains against the K
-oracles of t on F_t, `privacy.eps_score`), RMIA (each chain against every oracle of t, as live)
-and ToW; and the backward-privacy matrices: at every t, the ε forget score and the mean RMIA AUC of
-each earlier F_s (s ≤ t) against the oracles of t, which never saw F_1..F_t. A row of the ε matrix
-that falls while t grows means forgotten data becomes identifiable again as later requests are
-served; the diagonal is the per-request number.
+K oracles of every scheduled request. Per request t this gives the ε score (N = K chains against
+the K oracles of t on F_t, `privacy.eps_score`), RMIA (each chain against every oracle of t, as
+live) and ToW; and the backward-privacy matrices: at every t, the ε forget score and the mean RMIA
+AUC of each earlier F_s (s ≤ t) against the oracles of t, which never saw F_1..F_t. A row of the ε
+matrix that falls while t grows means forgotten data becomes identifiable again as later requests
+are served; the diagonal is the per-request number.
+
+Sparse oracle schedules (`--oracle-every E`: oracles at t = E, 2E, ... and T only). The reference
+distribution of every number at t is the oracles of t itself: for F_t, and for an earlier F_s at a
+later t, it is the models retrained without F_1..F_t (an oracle of an earlier request s still saw
+F_{s+1}..F_t, so it is not a model that never saw what the chains have forgotten by t, and no
+oracle of a later request is saved at t). So a request without oracles has no number at all: it is
+absent from `requests`, its row of the backward matrices is None (never 0, never an earlier
+request's value), and the columns s of a scheduled row t still cover every F_s, s ≤ t.
 """
 
 from __future__ import annotations
@@ -19,13 +27,19 @@ from pathlib import Path
 import numpy as np
 
 from unlearnbench.evaluation.oracle_mia import logit_confidence
-from unlearnbench.evaluation.privacy import eps_score, forget_score, rmia_attack, tow_scores
+from unlearnbench.evaluation.privacy import EPS_KEYS, eps_score, forget_score, rmia_attack, tow_scores
 from unlearnbench.evaluation.scoring import accuracy
+
+#: The ε score's smallest N: with 2 models a side its buckets stop at ceil(log 1) = 0 (`privacy.bucket_points`).
+MIN_EPS_CHAINS = 3
 
 
 def _load(path: Path) -> dict:
+    """The manifest, and the rows and saved logits of the requests served (up to a diverged one, which saved none)."""
     manifest = json.loads((path / "manifest.json").read_text())
     rows = [json.loads(line) for line in (path / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    served = [row.get("status", "ok") == "ok" for row in rows]
+    rows = rows[: served.index(False)] if False in served else rows
     logits = []
     for row in rows:
         with np.load(path / "logits" / f"t{row['t']:03d}.npz") as saved:
@@ -61,9 +75,13 @@ def _rmia_aucs(saved: list[dict], references: list, labels, forget: np.ndarray, 
 
 
 def chain_privacy(paths: Sequence[Path | str]) -> dict:
-    """`requests` (per t: ε score, RMIA and ToW over the chains) and `backward_eps`/`backward_rmia` (T×T, s ≤ t).
+    """`requests` (ε score, RMIA and ToW over the chains, one entry per request with oracles, each naming its
+    `t`) and `backward_eps`/`backward_rmia` (one row per request served, row t − 1 holding the values of
+    F_1..F_t at t; None for a request without oracles).
 
-    Every chain must hold the same stream and as many oracles per request as there are chains.
+    Every chain must hold the same stream, the same oracle schedule and, at a scheduled request, as
+    many oracles as there are chains. With 2 chains the ε values are None (every F would be 0) and
+    RMIA and ToW are still computed.
     """
     chains = [_load(Path(path)) for path in paths]
     forget_sets = [[r["forget"] for r in chain["manifest"]["requests"]] for chain in chains]
@@ -78,6 +96,14 @@ def chain_privacy(paths: Sequence[Path | str]) -> dict:
     for t in range(1, min(len(chain["rows"]) for chain in chains) + 1):
         saved = [chain["logits"][t - 1] for chain in chains]
         oracle_train, oracle_test = _oracles(saved[0], "train"), _oracles(saved[0], "test")
+        if len({len(_oracles(z, "train")) for z in saved}) > 1:
+            raise ValueError(
+                f"the chains hold different oracle schedules (request {t}); run them with the same options"
+            )
+        if not oracle_train:  # no oracle scheduled at t: no reference distribution, no number (module docstring)
+            result["backward_eps"].append(None)
+            result["backward_rmia"].append(None)
+            continue
         if len(oracle_train) != len(chains):
             raise ValueError(
                 f"{len(chains)} chains need {len(chains)} oracles per request (--oracle-seeds), got {len(oracle_train)}"
@@ -88,12 +114,14 @@ def chain_privacy(paths: Sequence[Path | str]) -> dict:
         test_retain = np.setdiff1d(
             np.arange(len(labels[1])), np.asarray(requests[t - 1]["test_forget"], dtype=np.int64)
         )
-        scores = eps_score(
-            _phi(method_train, labels[0], forget[t - 1]),
-            _phi(oracle_train, labels[0], forget[t - 1]),
-            _utility(method_train, method_test, labels, retain, test_retain),
-            _utility(oracle_train, oracle_test, labels, retain, test_retain),
-        )
+        scores = dict.fromkeys(EPS_KEYS)
+        if len(chains) >= MIN_EPS_CHAINS:
+            scores = eps_score(
+                _phi(method_train, labels[0], forget[t - 1]),
+                _phi(oracle_train, labels[0], forget[t - 1]),
+                _utility(method_train, method_test, labels, retain, test_retain),
+                _utility(oracle_train, oracle_test, labels, retain, test_retain),
+            )
         rmia = [_rmia_aucs(saved, references, labels, forget[s], classwise) for s in range(t)]
         tows = [tow_scores(chain["rows"][t - 1]["method"], chain["rows"][t - 1]["oracle"]) for chain in chains]
         result["requests"].append(
@@ -108,6 +136,8 @@ def chain_privacy(paths: Sequence[Path | str]) -> dict:
         result["backward_eps"].append(
             [
                 forget_score(_phi(method_train, labels[0], forget[s]), _phi(oracle_train, labels[0], forget[s]))
+                if len(chains) >= MIN_EPS_CHAINS
+                else None
                 for s in range(t)
             ]
         )

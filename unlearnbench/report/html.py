@@ -10,6 +10,8 @@ import base64
 import html
 from pathlib import Path
 
+from unlearnbench.report.privacy import PRIVACY_KEYS, privacy_caption, privacy_cell
+
 CSS = """
 body { font: 13px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px; color: #1b1f24; }
 h1 { font-size: 22px; margin: 0 0 6px; } h2 { font-size: 17px; margin: 28px 0 8px; }
@@ -33,6 +35,7 @@ table.leaderboard thead tr > :first-child { background: #f3f5f7; z-index: 2; }
 table.leaderboard tr.oracle > :first-child { background: #eef4ff; }
 .plots img { max-width: 400px; max-height: 300px; margin: 4px 8px 4px 0; border: 1px solid #d0d7de; }
 table.provenance td, table.provenance th { font-size: 12px; text-align: left; cursor: default; }
+table.privacy th { cursor: default; } h3 { font-size: 14px; margin: 14px 0 4px; }
 """
 
 JS = """
@@ -103,6 +106,21 @@ def _row(entry, columns) -> str:
     return f'<tr class="{" ".join(classes)}" data-method="{_e(entry.label)}">' + "".join(cells) + "</tr>"
 
 
+def _privacy_table(entry) -> str:
+    """The per-request privacy numbers of a variant's unlearning chains (`leaderboard.ChainPrivacy`)."""
+    privacy = entry.privacy
+    rows = [
+        f"<tr><td>{t + 1}</td>" + "".join(f"<td>{privacy_cell(privacy.requests[k][t])}</td>" for k in PRIVACY_KEYS)
+        for t in range(len(privacy.requests[PRIVACY_KEYS[0]]))
+    ]
+    header = "<tr><th>t</th>" + "".join(f"<th>{_e(key)}</th>" for key in PRIVACY_KEYS) + "</tr>"
+    return (
+        f'<h3>{_e(privacy_caption(entry))}</h3><table class="privacy"><thead>{header}</thead><tbody>'
+        + "</tr>".join(rows)
+        + "</tr></tbody></table>"
+    )
+
+
 def render_html(groups, prov: dict, plots: dict[str, list[Path]], out_dir: Path, intro: str) -> str:
     parts = [
         "<!DOCTYPE html>",
@@ -118,7 +136,7 @@ def render_html(groups, prov: dict, plots: dict[str, list[Path]], out_dir: Path,
     for group in groups:
         parts.append(f'<h2 id="{_e(group.slug)}">{_e(group.title)}</h2>')
         parts.append(f'<div class="scroll"><table class="leaderboard" data-group="{_e(group.slug)}"><thead><tr>')
-        parts.append('<th class="label">method</th><th title="seeds averaged">n</th>')
+        parts.append('<th class="label">method</th><th title="runs averaged: seeds x unlearning chains">n</th>')
         for column in group.columns:
             parts.append(
                 f'<th data-key="{_e(column.key)}" title="{_e(column.description)}">{_e(column.title)} '
@@ -134,6 +152,7 @@ def render_html(groups, prov: dict, plots: dict[str, list[Path]], out_dir: Path,
             parts.append('<div class="plots">')
             parts += [f'<img alt="{_e(p.stem)}" title="{_e(p.stem)}" src="{_data_uri(p)}">' for p in images]
             parts.append("</div>")
+        parts += [_privacy_table(entry) for entry in group.entries if entry.privacy is not None]
     parts.append("<h2>Provenance</h2>")
     commit = f", commit {_e(prov['git_commit'])}" if prov.get("git_commit") else ""
     parts.append(

@@ -27,7 +27,13 @@ What a cell shows, per method, over the seeds whose run finished:
   points (`summary.json`'s `rememorization_events`);
 - rte_s: wall seconds of unlearning summed over the T requests;
 - `mean ± std` over seeds (std: sample standard deviation, ddof=1; none with one seed) and `n`, the
-  number of seeds averaged.
+  number of runs averaged: the seeds, times the unlearning chains of each (a suite's `unlearn_seeds:
+  K`, runs that differ only in unlearn seed, share their row).
+
+A row whose K >= 2 chains of one seed were run with `--save-logits` and K oracles per request also
+gets its privacy over the chains (`evaluation.chains.chain_privacy`, mean over seeds): a table of
+the ε score, RMIA AUC and ToW at each request with oracles, and the backward-privacy heatmaps beside
+its history heatmap (`report/plots.py`).
 
 The best method per column is marked (bold in Markdown, highlighted in HTML, listed in CSV): the
 one closest to the oracle's mean where the oracle is the target (arrow `→oracle`), else the lowest
@@ -72,6 +78,7 @@ from unlearnbench.figures import read_history
 from unlearnbench.provenance import git_commit
 from unlearnbench.registry import STREAMS
 from unlearnbench.report.plots import write_group_plots
+from unlearnbench.report.privacy import PRIVACY_KEYS, ChainPrivacy, chain_privacy_of, privacy_caption, privacy_cell
 
 
 @dataclass(frozen=True)
@@ -406,6 +413,8 @@ class Entry:
     cells: dict[str, Cell] = field(default_factory=dict)
     best: set[str] = field(default_factory=set)
     is_oracle: bool = False
+    #: the privacy numbers over the row's unlearning chains (None without K >= 2 chains saved with their logits)
+    privacy: ChainPrivacy | None = None
 
     @property
     def n(self) -> int:
@@ -452,14 +461,19 @@ def _recipe_hash(identity: dict) -> str:
     return hashlib.sha256(json.dumps(identity.get("recipe"), sort_keys=True).encode()).hexdigest()[:6]
 
 
-def _variant_key(identity: dict) -> str:
-    """What distinguishes two rows of one table: the whole identity except the seed.
+#: What a row averages over: the seed, and the unlearn seed of a suite's unlearning chains (`unlearn_seeds: K`).
+REPLICATE_KEYS = ("seed", "unlearn_seed")
 
-    The seed is what a row averages over; anything else that differs (hyperparameters, guards and
-    their arguments, oracle, precision, ...) is another variant, so a guarded run never shares a
-    row, a mean or an n with an unguarded run of the same method and seed.
+
+def _variant_key(identity: dict) -> str:
+    """What distinguishes two rows of one table: the whole identity except the seeds it averages over.
+
+    The seed and the unlearn seed are what a row averages over (K unlearning chains of one seed are
+    K runs of the row, and its backward-privacy numbers come from them); anything else that differs
+    (hyperparameters, guards and their arguments, oracle, precision, ...) is another variant, so a
+    guarded run never shares a row, a mean or an n with an unguarded run of the same method and seed.
     """
-    payload = {k: v for k, v in identity.items() if k != "seed"}
+    payload = {k: v for k, v in identity.items() if k not in REPLICATE_KEYS}
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:6]
 
 
@@ -492,7 +506,7 @@ def _differences(identity: dict, siblings: list[dict]) -> list[str]:
     if defaults is None:  # no code to read defaults from: what differs among the variants
         defaults = {k: v for k, v in args.items() if all((s.get("method_args") or {}).get(k) == v for s in siblings)}
     parts = [f"{key}={_short(value)}" for key, value in sorted(args.items()) if defaults.get(key, object()) != value]
-    for key in sorted({k for s in siblings for k in s} - {"seed", "method", "method_args"}):
+    for key in sorted({k for s in siblings for k in s} - {*REPLICATE_KEYS, "method", "method_args"}):
         if len({json.dumps(s.get(key), sort_keys=True, default=str) for s in siblings}) > 1:
             parts.append(f"{key}={_short(identity.get(key, 'none'))}")
     return parts
@@ -567,6 +581,7 @@ def _build_group(key: tuple, title: str, runs: list[RunRecord]) -> Group:
         values = [run.method_values() for run in complete]
         entry.cells = {k: aggregate([v.get(k) for v in values]) for k in COLUMN_KEYS}
         _note_validity(entry.cells, values)
+        entry.privacy = chain_privacy_of(complete)
         entries.append(entry)
     # The oracle: one value per seed (every method on the same seed shares the same oracles).
     per_seed: dict[int, dict] = {}
@@ -658,7 +673,7 @@ INTRO = (
     "Headline: `gap_acc`, the mean |method − oracle| over the accuracy columns; `gap` (the papers' "
     "Avg.Gap) also averages the SVC member rate, which on well-fit data re-measures confident "
     "correctness rather than membership (read it with `mia_valid`: n.s. = no better than chance). "
-    "Values after the last request T, mean ± sample std over seeds (n = seeds averaged); "
+    "Values after the last request T, mean ± sample std over seeds (n = runs averaged: seeds × unlearning chains); "
     "`mean_gap` averages the gap over the requests with an oracle; `fwd_fail` = forget_acc on F_T of the "
     "continual method − of the same method serving F_T single-shot (`single_acc`), `fwd_fail_mean` its mean "
     "over the scheduled requests; `drift` = forget_acc at T − at 1; "
@@ -701,8 +716,21 @@ def render_markdown(groups: list[Group], prov: dict, plots: dict[str, list[Path]
             relative = path.relative_to(out_dir).as_posix()
             lines.append(f"![{path.stem}]({relative})")
         lines.append("")
+        for entry in group.entries:
+            if entry.privacy is not None:
+                lines += _privacy_markdown(entry)
     lines += _provenance_markdown(prov)
     return "\n".join(lines) + "\n"
+
+
+def _privacy_markdown(entry: Entry) -> list[str]:
+    privacy = entry.privacy
+    lines = [f"### {_md_escape(privacy_caption(entry))}", "", "| t | " + " | ".join(PRIVACY_KEYS) + " |"]
+    lines.append("|---:|" + "---:|" * len(PRIVACY_KEYS))
+    for t in range(len(privacy.requests[PRIVACY_KEYS[0]])):
+        cells = [privacy_cell(privacy.requests[key][t]) for key in PRIVACY_KEYS]
+        lines.append(f"| {t + 1} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
 
 
 def _provenance_markdown(prov: dict) -> list[str]:

@@ -3,6 +3,10 @@
 
 - `history-<method>.png`: the T x T history matrix (accuracy on F_s after request t), mean over seeds,
   on a fixed 0–100 scale with the oracle's mean forget accuracy marked on it;
+- `backward_eps-<method>.png`, `backward_rmia-<method>.png` (beside it, where the method has K >= 2
+  unlearning chains saved with `--save-logits`): the backward-privacy matrices, the ε forget score
+  (K >= 3) and the RMIA AUC of F_s at t against the oracles of t, on a fixed 0–1 scale, rows without
+  oracles blank;
 - `forget_acc.png`: forget_acc after each request t, every method and the oracle (dashed black, at
   the requests that have one, drawn on top of the methods' lines so it is never hidden);
 - `update_norm.png`: ‖u_t‖ = ‖θ_t − θ_{t−1}‖ over t (from metrics.jsonl, or geometry.csv);
@@ -19,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from unlearnbench.figures import ANNOTATED_REQUESTS, history_heatmap_figure, pyplot, thinned_ticks
+from unlearnbench.figures import ANNOTATED_REQUESTS, heatmap_figure, history_heatmap_figure, pyplot, thinned_ticks
 
 #: PNG resolution: sharp when a page scales a 6.4-inch figure up, still small (tens of kB)
 PNG_DPI = 200
@@ -102,6 +106,8 @@ def write_group_plots(group, out_dir: Path) -> list[Path]:
             title = f"{entry.label}: history (mean of {len(histories)} seed(s))"
             figure = history_heatmap_figure(mean, title, oracle_level)
             heatmaps.append(_save(figure, out_dir / f"history-{_slug(entry.label)}.png"))
+        if entry.privacy is not None:  # beside the history: the same axes, (t, F_s)
+            heatmaps += _backward_privacy_heatmaps(entry, out_dir)
         forget[entry.label] = _mean_curve([[r["method"].get("forget_acc") for r in run.scored_rows] for run in runs])
         norms[entry.label] = _mean_curve([run.update_norms() for run in runs])
         geometry = [run.geometry for run in runs if run.geometry]
@@ -120,6 +126,27 @@ def write_group_plots(group, out_dir: Path) -> list[Path]:
             _line_plot(ers, "ER_t (r = 1)", f"ER_t (rank 1, basis u_1..u_T)\n{group.title}", out_dir / "er.png")
         )
     return written + heatmaps
+
+
+#: name -> (title, colour scale, colour bar label, reference level marked on it)
+BACKWARD_PRIVACY = {
+    "eps": ("ε forget score F of F_s at t", (0.0, 1.0), "F (1 = as the oracles)", (1.0, "oracle")),
+    "rmia": ("RMIA AUC of F_s at t", (0.0, 1.0), "RMIA AUC (0.5 = chance)", (0.5, "chance")),
+}
+
+
+def _backward_privacy_heatmaps(entry, out_dir: Path) -> list[Path]:
+    """`backward_eps-<method>.png` (with K >= 3 chains) and `backward_rmia-<method>.png`: the backward-privacy
+    matrices of the variant's chains against the oracles of each t, on a fixed 0–1 scale."""
+    paths = []
+    for name, (what, scale, label, reference) in BACKWARD_PRIVACY.items():
+        matrix = entry.privacy.backward[name]
+        if not np.isfinite(matrix).any():
+            continue
+        title = f"{entry.label}: {what} ({entry.privacy.chains} chains)"
+        figure = heatmap_figure(matrix, title, scale, label, "{:.2f}", reference)
+        paths.append(_save(figure, out_dir / f"backward_{name}-{_slug(entry.label)}.png"))
+    return paths
 
 
 def _slug(text: str) -> str:
