@@ -38,7 +38,7 @@ def test_suite_file_resolves_without_loading_or_writing(path, empty_cwd, no_data
     suite = load_suite(path)
     cells = check_suite(suite)
     sizes = [len(suite.get(key) or [None]) for key in ("settings", "streams", "seeds", "methods")]
-    assert len(cells) == math.prod(sizes)
+    assert len(cells) == math.prod(sizes) * (suite.get("unlearn_seeds") or 1)
     assert [cell.position for cell in cells] == sorted(cell.position for cell in cells)  # setting-major
     assert len({cell.run_dir for cell in cells}) == len(cells)
     assert list(empty_cwd.iterdir()) == []

@@ -437,9 +437,14 @@ def _plural(count: int, word: str) -> str:
 
 
 def grid_summary(cells: list[Cell]) -> str:
-    """`4 settings x 2 streams x 3 seeds x 5 methods = 120 cells`: the grid's shape, as suite files quote it."""
-    shape = [max(cell.position[k] for cell in cells) for k in range(4)]
-    grid = " x ".join(_plural(n, word) for n, word in zip(shape, ("setting", "stream", "seed", "method"), strict=True))
+    """`4 settings x 2 streams x 3 seeds x 5 methods = 120 cells`: the grid's shape, as suite files quote it;
+    `... x 1 seed x 8 chains x ...` where `unlearn_seeds` runs several chains per seed."""
+    settings, streams, seeds_and_chains, methods = (max(cell.position[k] for cell in cells) for k in range(4))
+    seeds = len({cell.config.seed for cell in cells})
+    chains = seeds_and_chains // seeds
+    shape = [(settings, "setting"), (streams, "stream"), (seeds, "seed")]
+    shape += [(chains, "chain")] if chains > 1 else []
+    grid = " x ".join(_plural(n, word) for n, word in [*shape, (methods, "method")])
     return f"{grid} = {_plural(len(cells), 'cell')}"
 
 
