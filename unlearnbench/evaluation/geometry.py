@@ -31,7 +31,8 @@ What is computed (U = [u_1 … u_t] as columns, d x t)
 
 The per-request values after request t use the basis of the updates so far (u_1..u_t): the metrics
 row's `er_r1`, `co_1`, `r90`. `geometry.csv` is written once, after request T, so it holds every row
-in the basis U = [u_1 … u_T]; its columns are named `er_all_r1`, `co_all_1`, `r90_all` because they are other numbers than the rows' (at t = 1 the row's
+in the basis U = [u_1 … u_T]; its columns are named `er_all_r1`, `co_all_1`, `r90_all` because they
+are other numbers than the rows' (at t = 1 the row's
 `er_r1` is 1 by construction, the final file's `er_all_r1` of row 1 is not). docs/diagnostics.md.
 
 Methods that do not train by gradient descent
@@ -418,14 +419,19 @@ ROW_KEYS = {
 }
 
 
+def _written_rows(store: UpdateStore, t: int) -> np.ndarray:
+    """u_1..u_t from the store (a memmap slice), refused if any of them was never written."""
+    missing = [s for s in range(1, t + 1) if s not in store.rows_written]
+    if missing:
+        raise LayoutError(f"updates of requests {missing} are missing from {store.path}")
+    return store.memmap()[:t]
+
+
 def compute_geometry(store: UpdateStore, t: int) -> list[dict]:
     """Geometry rows 1..t from the store (basis u_1..u_t), with per-layer norms as `norm/<name>`."""
     if store.header is None or store.d == 0:
         return []
-    missing = [s for s in range(1, t + 1) if s not in store.rows_written]
-    if missing:
-        raise LayoutError(f"updates of requests {missing} are missing from {store.path}")
-    table = geometry_table(store.memmap()[:t])
+    table = geometry_table(_written_rows(store, t))
     for entry in table:
         entry.update({f"norm/{name}": value for name, value in store.layer_norms(entry["t"]).items()})
     return table
@@ -473,10 +479,7 @@ class GeometryRecorder:
                 self.not_applicable = str(error)
         if self.not_applicable is not None or self.store.d == 0:
             return empty | {"geometry_note": self.not_applicable or "no trainable parameters"}
-        missing = [s for s in range(1, t + 1) if s not in self.store.rows_written]
-        if missing:
-            raise LayoutError(f"updates of requests {missing} are missing from {self.store.path}")
-        rows = self.store.memmap()[:t]
+        rows = _written_rows(self.store, t)
         self._gram = self._grown_gram(rows)
         latest = latest_geometry_row(rows, self._gram)
         if t == self.store.num_requests:
