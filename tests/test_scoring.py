@@ -10,7 +10,7 @@ from sklearn.metrics import accuracy_score
 from sklearn.svm import SVC
 
 from unlearnbench.evaluation.evaluator import EvalLogits, compute_logits
-from unlearnbench.evaluation.keys import GAP_ACC_KEYS, significant
+from unlearnbench.evaluation.keys import GAP_ACC, gap_keys, significant
 from unlearnbench.evaluation.scoring import avg_gap, request_scores, stream_summary
 from unlearnbench.streams import RequestStream
 from unlearnbench.training import build_model
@@ -171,7 +171,7 @@ def test_svc_validity_and_advantage_equal_an_independent_computation(digits, fix
 def test_gap_acc_leaves_the_attack_out():
     method = {"forget_acc": 10.0, "retain_acc": 90.0, "test_acc": 80.0, "mia_member_rate": 5.0, "forget_test_acc": 3.0}
     oracle = {"forget_acc": 0.0, "retain_acc": 100.0, "test_acc": 85.0, "mia_member_rate": 95.0, "forget_test_acc": 0.0}
-    assert avg_gap(method, oracle, GAP_ACC_KEYS) == pytest.approx(np.mean([10, 10, 5, 3]))
+    assert avg_gap(method, oracle, gap_keys(GAP_ACC)) == pytest.approx(np.mean([10, 10, 5, 3]))
     assert avg_gap(method, oracle) == pytest.approx(np.mean([10, 10, 5, 90, 3]))
 
 

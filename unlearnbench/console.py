@@ -17,24 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from unlearnbench.evaluation.keys import METRIC_KEYS, significant
-
-TABLE_KEYS = (
-    "forget_acc",
-    "forget_test_acc",
-    "retain_acc",
-    "test_acc",
-    "mia_member_rate",
-    "mia_validity",
-    "mia_advantage",
-    "lira_auc",
-    "rmia_auc",
-    "tow",
-    "gap_acc",
-    "gap",
-    "forward_gain",
-    "rte_s",
-)
+from unlearnbench.evaluation.keys import METRIC_KEYS, console_keys, significant
 
 
 def _fmt(value) -> str:
@@ -42,8 +25,8 @@ def _fmt(value) -> str:
 
 
 def _cell(scores: dict, key: str) -> str:
-    """A table cell; the SVC validity reads "n.s." when its 95% interval contains chance."""
-    text = _fmt(scores.get(key))
+    """A table cell in the metric's own decimals; the SVC validity reads "n.s." when its 95% interval contains chance."""
+    text = METRIC_KEYS[key].format(scores.get(key))
     lo, hi = scores.get("mia_validity_lo"), scores.get("mia_validity_hi")
     if key == "mia_validity" and scores.get(key) is not None and not significant(lo, hi):
         text += " n.s."
@@ -162,14 +145,14 @@ class Reporter:
         table = Table(title=f"request {row['t']}/{num_requests}", title_justify="left")
         for column in ("metric", "dir", "method", "oracle", "single-shot"):
             table.add_column(column, justify="left" if column == "metric" else "right")
-        for key in TABLE_KEYS:  # "—" where this request has no oracle or no single-shot counterfactual
+        for key in console_keys():  # "—" where this request has no oracle or no single-shot counterfactual
             if key in row["method"]:
                 cells = (_cell(row["method"], key), _cell(oracle, key), _cell(single_shot, key))
                 table.add_row(key, METRIC_KEYS[key].arrow, *cells)
         self.console.print(table)
 
     def summary(self, rows: list[dict], summary: dict, run_dir: Path) -> None:
-        keys = [k for k in TABLE_KEYS if any(k in row["method"] for row in rows)]  # sparse oracles: gap at some t
+        keys = [k for k in console_keys() if any(k in row["method"] for row in rows)]  # sparse oracles: gap at some t
         table = Table(title="summary", title_justify="left")
         table.add_column("t", justify="right")
         table.add_column("model")

@@ -32,7 +32,7 @@ from unlearnbench.data.validation import validation_view
 from unlearnbench.divergence import DivergenceMonitor
 from unlearnbench.evaluation.evaluator import EvalLogits, compute_logits
 from unlearnbench.evaluation.geometry import GeometryRecorder
-from unlearnbench.evaluation.keys import GAP_ACC_KEYS
+from unlearnbench.evaluation.keys import GAP_ACC, gap_keys
 from unlearnbench.evaluation.oracle_mia import request_attack, request_phi
 from unlearnbench.evaluation.privacy import request_privacy
 from unlearnbench.evaluation.scoring import avg_gap, forward_gain, request_scores, stream_summary
@@ -424,7 +424,7 @@ class Runner:
                 oracle_logits = oracles[0]
                 row["oracle"] = self.score(oracle_logits, request)
                 method_scores["gap"] = avg_gap(method_scores, row["oracle"])
-                method_scores["gap_acc"] = avg_gap(method_scores, row["oracle"], GAP_ACC_KEYS)
+                method_scores["gap_acc"] = avg_gap(method_scores, row["oracle"], gap_keys(GAP_ACC))
                 attack = request_attack(method_logits, oracle_logits, self.train_labels, self.test_labels, request)
                 method_scores.update(attack[0])
                 row["oracle"].update(attack[1])

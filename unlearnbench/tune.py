@@ -51,7 +51,8 @@ from unlearnbench import __version__
 from unlearnbench.config import ConfigError, Hardware, RunConfig
 from unlearnbench.console import Reporter
 from unlearnbench.data.validation import VALIDATION_FRACTION
-from unlearnbench.evaluation.keys import GAP_KEYS
+from unlearnbench.evaluation.keys import GAP, gap_keys
+from unlearnbench.evaluation.scoring import avg_gap
 from unlearnbench.hparams import hparams_path
 from unlearnbench.io import write_text_atomic
 from unlearnbench.registry import DATASETS, METHODS, STREAMS
@@ -209,16 +210,12 @@ class TuneSpec:
 def objective_values(rows_by_seed: list[list[dict]], objective: str, multi: bool) -> float | tuple[float, float]:
     """The trial's value(s) from the scored rows of each tuning stream (rows of the validation view)."""
 
-    def gap(scores: dict, oracle: dict, keys: tuple[str, ...]) -> float:
-        parts = [abs(scores[k] - oracle[k]) for k in keys if scores.get(k) is not None and oracle.get(k) is not None]
-        return sum(parts) / len(parts) if parts else math.nan
-
     def per_row(row: dict, keys: tuple[str, ...]) -> float:
         if row.get("status", "ok") != "ok" or not row.get("oracle"):
             return WORST_GAP
-        return gap(row["method"], row["oracle"], keys)
+        return avg_gap(row["method"], row["oracle"], keys)
 
-    sides = (FORGET_SIDE, UTILITY_SIDE) if multi else (GAP_KEYS,)
+    sides = (FORGET_SIDE, UTILITY_SIDE) if multi else (gap_keys(GAP),)
     values = []
     for keys in sides:
         per_stream = []

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
+from unlearnbench.evaluation.keys import accuracy
 from unlearnbench.evaluation.oracle_mia import logit_confidence
 from unlearnbench.evaluation.privacy import EPS_KEYS, eps_score, forget_score, rmia_attack, tow_scores
-from unlearnbench.evaluation.scoring import accuracy
 
 #: The ε score's smallest N: with 2 models a side its buckets stop at ceil(log 1) = 0 (`privacy.bucket_points`).
 MIN_EPS_CHAINS = 3

@@ -2,11 +2,60 @@
 
 For an unlearning method the target of most keys is the oracle (the retrained model), not an
 extreme: forgetting accuracy of 0 on a random forget set is as suspicious as 100.
+
+`METRIC_KEYS` is the one owner of what a metric is: its direction, its decimals, which gap it
+enters, where it is shown (the console's request table, a leaderboard column) and, for a metric
+that one model's evaluation logits determine, the function that computes it. The scorer, the
+console, the leaderboard, the loggers and the metric table of docs/reporting.md all read it, so a
+new metric is one function and one `register_metric` call (docs/extending.md).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+from torchmetrics.functional.classification import multiclass_accuracy
+
+if TYPE_CHECKING:
+    from unlearnbench.evaluation.evaluator import EvalLogits
+    from unlearnbench.streams.base import Request
+
+
+def accuracy(logits: np.ndarray, labels: np.ndarray, num_classes: int) -> float | None:
+    """Top-1 accuracy in percent; None for an empty subset (never a silent 0)."""
+    if len(labels) == 0:
+        return None
+    value = multiclass_accuracy(
+        torch.from_numpy(logits), torch.from_numpy(labels), num_classes=num_classes, average="micro"
+    )
+    return float(value) * 100.0
+
+
+@dataclass(frozen=True)
+class ScoringInputs:
+    """What a metric of one model after request t may read: its logits, the labels, the request's index sets."""
+
+    logits: EvalLogits
+    train_labels: np.ndarray
+    test_labels: np.ndarray
+    request: Request
+    num_classes: int
+
+    def train_accuracy(self, indices: np.ndarray) -> float | None:
+        """Top-1 accuracy (%) on the training samples `indices` (None when there are none)."""
+        return accuracy(self.logits.train[indices], self.train_labels[indices], self.num_classes)
+
+    def test_accuracy(self, indices: np.ndarray) -> float | None:
+        """Top-1 accuracy (%) on the test samples `indices` (None when there are none)."""
+        return accuracy(self.logits.test[indices], self.test_labels[indices], self.num_classes)
+
+
+#: Which averages of |method − oracle| a metric enters: `gap` is the papers' Avg.Gap, `gap_acc` the headline.
+GAP, GAP_ACC = "gap", "gap_acc"
 
 
 @dataclass(frozen=True)
@@ -17,6 +66,19 @@ class MetricKey:
     oracle_is_target: bool
     #: A diagnostic (update geometry) has no better direction; `higher_is_better` is then meaningless.
     diagnostic: bool = False
+    #: Decimals of its value in the console, the leaderboard and the docs.
+    digits: int = 2
+    #: The gap averages it enters (`GAP`, `GAP_ACC`).
+    gaps: tuple[str, ...] = ()
+    #: A row of the console's table after every request (and a column of its summary table).
+    console: bool = False
+    #: Its leaderboard column's title (the value after request T, averaged over seeds); None: not a column.
+    leaderboard: str | None = None
+    #: Computes it for the method and the oracle alike; None where a computation shared with other keys (the SVC
+    #: attack, the privacy scores, geometry) or the runner (timings, gaps) writes it.
+    compute: Callable[[ScoringInputs], float | None] | None = None
+    #: Only defined on class-wise streams (the forget set's classes exist); absent from a random stream's rows.
+    class_wise_only: bool = False
 
     @property
     def arrow(self) -> str:
@@ -25,79 +87,209 @@ class MetricKey:
         arrow = "↑" if self.higher_is_better else "↓"
         return f"{arrow}→oracle" if self.oracle_is_target else arrow
 
+    def format(self, value: float | None) -> str:
+        return "—" if value is None else f"{value:.{self.digits}f}"
+
+
+METRIC_KEYS: dict[str, MetricKey] = {}
+
+
+def register_metric(metric: MetricKey) -> MetricKey:
+    """Add `metric` to the registry (its key must be new); returns it."""
+    if metric.key in METRIC_KEYS:
+        raise ValueError(f"metric {metric.key!r} is already registered")
+    METRIC_KEYS[metric.key] = metric
+    return metric
+
+
+def gap_keys(gap: str) -> tuple[str, ...]:
+    """The keys averaged by `gap` (`GAP` or `GAP_ACC`), in registry order."""
+    return tuple(key for key, metric in METRIC_KEYS.items() if gap in metric.gaps)
+
+
+def console_keys() -> tuple[str, ...]:
+    return tuple(key for key, metric in METRIC_KEYS.items() if metric.console)
+
+
+def leaderboard_keys() -> tuple[str, ...]:
+    return tuple(key for key, metric in METRIC_KEYS.items() if metric.leaderboard is not None)
+
+
+def computed_scores(inputs: ScoringInputs) -> dict[str, float | None]:
+    """Every metric with a `compute`, in registry order (class-wise-only ones on class-wise streams only)."""
+    class_wise = inputs.request.forget_classes is not None
+    return {
+        key: metric.compute(inputs)
+        for key, metric in METRIC_KEYS.items()
+        if metric.compute is not None and (class_wise or not metric.class_wise_only)
+    }
+
 
 #: Ranks of the energy ratios: r = 1, 2, 3 and the rank holding 90% of the energy.
 _RS = ("r1", "r2", "r3", "r90")
 
-METRIC_KEYS: dict[str, MetricKey] = {
-    m.key: m
-    for m in (
-        MetricKey("forget_acc", "accuracy (%) on F_t, the current forget set", False, True),
-        MetricKey("forget_test_acc", "accuracy (%) on test samples of all forgotten classes", False, True),
-        MetricKey("retain_acc", "accuracy (%) on the retain set", True, True),
-        MetricKey("test_acc", "accuracy (%) on test samples of retained classes (all test if random)", True, True),
-        MetricKey("mia_member_rate", "% of F_t an SVC membership attack calls member", False, True),
-        MetricKey("mia_validity", "SVC attack's balanced accuracy (%), retain vs test, held-out half", True, False),
-        MetricKey("mia_validity_lo", "lower end of its 95% binomial interval (n.s. if ≤ 50 ≤ hi)", True, False),
-        MetricKey("mia_validity_hi", "upper end of its 95% binomial interval", True, False),
-        MetricKey("mia_advantage", "SVC member rate on F_t − on unseen samples of its classes", False, True),
-        MetricKey("gap", "Avg.Gap of the papers: mean |method − oracle| over accuracy and MIA keys", False, False),
-        MetricKey("gap_acc", "mean |method − oracle| over the accuracy keys only (headline)", False, False),
-        MetricKey(
-            "forward_gain",
-            "forget_acc on F_t, continual − the same method serving F_t single-shot (forward failure)",
-            False,
-            True,
-        ),
-        MetricKey("rte_s", "wall seconds of the unlearning itself, evaluation excluded", False, False),
-        MetricKey("prepare_s", "wall seconds of per-request preparation (masks, teachers, features)", False, False),
-        # Oracle-calibrated confidence attack (evaluation/oracle_mia.py): the oracle's value is chance, 0.5.
-        MetricKey("lira_auc", "AUC of φ_method − φ_oracle (LiRA's statistic, one OUT model), F_t vs test", False, True),
-        MetricKey("lira_tpr_at_1fpr", "% of F_t flagged at 1% false positives (None under 100 negatives)", False, True),
-        MetricKey("phi_auc", "AUC of raw logit-confidence φ, F_t vs test non-members (no reference)", False, True),
-        MetricKey("phi_retain_auc", "AUC of raw φ, retain vs test: how visible true membership is", False, True),
-        # Privacy numbers that compare models (evaluation/privacy.py); the oracle's RMIA value is chance, 0.5.
-        MetricKey(
-            "rmia_auc", "AUC of offline RMIA (oracles as OUT references, test as population), F_t vs test", False, True
-        ),
-        MetricKey(
-            "rmia_tpr_at_1fpr", "% of F_t RMIA flags at 1% false positives (None under 100 negatives)", False, True
-        ),
-        MetricKey(
-            "tow", "ToW: product over forget/retain/test of (1 − |acc − oracle's| / 100); 1 = the oracle", True, False
-        ),
-        MetricKey("tow_mia", "ToW with the SVC member rate in place of the forget accuracy", True, False),
-        MetricKey(
-            "eps_forget_score", "NeurIPS-2023 forget score F over N chains vs N oracles; ~1 = the oracles", True, False
-        ),
-        MetricKey("eps_score", "F · (RA / RA_oracles) · (TA / TA_oracles), the challenge's final score", True, False),
-        *(
-            MetricKey(f"{auc}_null_{end}", f"{side} of the 95% permutation null band of {auc}", False, False, True)
-            for auc in ("lira_auc", "rmia_auc", "phi_auc", "phi_retain_auc")
-            for end, side in (("lo", "low end"), ("hi", "high end"))
-        ),
-        # Update geometry (evaluation/geometry.py), basis = updates u_1..u_t so far: diagnostics.
-        MetricKey("update_norm", "‖u_t‖, L2 norm of θ_t − θ_{t−1} over trainable parameters", False, False, True),
-        *(
-            MetricKey(f"er_{r}", f"ER_t: share of ‖u_t‖² in the top-{r} directions of U", False, False, True)
-            for r in _RS
-        ),
-        MetricKey("r90", "number of singular directions holding 90% of ‖U‖_F²", False, False, True),
-        *(
-            MetricKey(f"co_{i}", f"CO_t: u_t on left singular vector {i} (sign-fixed)", False, False, True)
-            for i in (1, 2, 3)
-        ),
-        *(MetricKey(f"er_online_{r}", f"ER_t, top-{r} basis of u_1..u_(t−1) only", False, False, True) for r in _RS),
-        MetricKey("r90_online", "r90 of the basis u_1..u_(t−1)", False, False, True),
-        MetricKey("cos_prev", "cosine between u_t and u_(t−1)", False, False, True),
-    )
-}
+for _metric in (
+    MetricKey(
+        "forget_acc",
+        "accuracy (%) on F_t, the current forget set",
+        False,
+        True,
+        gaps=(GAP, GAP_ACC),
+        console=True,
+        leaderboard="forget_acc",
+        compute=lambda s: s.train_accuracy(s.request.forget),
+    ),
+    MetricKey(
+        "forget_test_acc",
+        "accuracy (%) on test samples of all forgotten classes",
+        False,
+        True,
+        gaps=(GAP, GAP_ACC),
+        console=True,
+        leaderboard="forget_test_acc",
+        compute=lambda s: s.test_accuracy(s.request.test_forget),
+        class_wise_only=True,
+    ),
+    MetricKey(
+        "retain_acc",
+        "accuracy (%) on the retain set",
+        True,
+        True,
+        gaps=(GAP, GAP_ACC),
+        console=True,
+        leaderboard="retain_acc",
+        compute=lambda s: s.train_accuracy(s.request.retain),
+    ),
+    MetricKey(
+        "test_acc",
+        "accuracy (%) on test samples of retained classes (all test if random)",
+        True,
+        True,
+        gaps=(GAP, GAP_ACC),
+        console=True,
+        leaderboard="test_acc",
+        compute=lambda s: s.test_accuracy(s.request.test_retain),
+    ),
+    # The SVC attack (evaluation/mia.py) writes these five together.
+    MetricKey(
+        "mia_member_rate",
+        "% of F_t an SVC membership attack calls member",
+        False,
+        True,
+        gaps=(GAP,),
+        console=True,
+        leaderboard="mia",
+    ),
+    MetricKey(
+        "mia_validity",
+        "SVC attack's balanced accuracy (%), retain vs test, held-out half",
+        True,
+        False,
+        console=True,
+        leaderboard="mia_valid",
+    ),
+    MetricKey("mia_validity_lo", "lower end of its 95% binomial interval (n.s. if ≤ 50 ≤ hi)", True, False),
+    MetricKey("mia_validity_hi", "upper end of its 95% binomial interval", True, False),
+    MetricKey(
+        "mia_advantage",
+        "SVC member rate on F_t − on unseen samples of its classes",
+        False,
+        True,
+        console=True,
+        leaderboard="mia_adv",
+    ),
+    # Oracle-calibrated confidence attack (evaluation/oracle_mia.py): the oracle's value is chance, 0.5.
+    MetricKey(
+        "lira_auc",
+        "AUC of φ_method − φ_oracle (LiRA's statistic, one OUT model), F_t vs test",
+        False,
+        True,
+        console=True,
+    ),
+    MetricKey("lira_tpr_at_1fpr", "% of F_t flagged at 1% false positives (None under 100 negatives)", False, True),
+    MetricKey("phi_auc", "AUC of raw logit-confidence φ, F_t vs test non-members (no reference)", False, True),
+    MetricKey("phi_retain_auc", "AUC of raw φ, retain vs test: how visible true membership is", False, True),
+    # Privacy numbers that compare models (evaluation/privacy.py); the oracle's RMIA value is chance, 0.5.
+    MetricKey(
+        "rmia_auc",
+        "AUC of offline RMIA (oracles as OUT references, test as population), F_t vs test",
+        False,
+        True,
+        console=True,
+    ),
+    MetricKey("rmia_tpr_at_1fpr", "% of F_t RMIA flags at 1% false positives (None under 100 negatives)", False, True),
+    MetricKey(
+        "tow",
+        "ToW: product over forget/retain/test of (1 − |acc − oracle's| / 100); 1 = the oracle",
+        True,
+        False,
+        console=True,
+    ),
+    MetricKey("tow_mia", "ToW with the SVC member rate in place of the forget accuracy", True, False),
+    MetricKey(
+        "eps_forget_score", "NeurIPS-2023 forget score F over N chains vs N oracles; ~1 = the oracles", True, False
+    ),
+    MetricKey("eps_score", "F · (RA / RA_oracles) · (TA / TA_oracles), the challenge's final score", True, False),
+    # Written by the runner: the gaps to the oracle (`gap_acc` leaves the SVC member rate out: on well-fit data it
+    # re-measures confident correctness, see evaluation/mia.py, and made 1.79 of a 1.93 Avg.Gap), the gain, timings.
+    MetricKey(
+        "gap_acc",
+        "mean |method − oracle| over the accuracy keys only (headline)",
+        False,
+        False,
+        console=True,
+        leaderboard="gap_acc",
+    ),
+    MetricKey(
+        "gap",
+        "Avg.Gap of the papers: mean |method − oracle| over accuracy and MIA keys",
+        False,
+        False,
+        console=True,
+        leaderboard="gap",
+    ),
+    MetricKey(
+        "forward_gain",
+        "forget_acc on F_t, continual − the same method serving F_t single-shot (forward failure)",
+        False,
+        True,
+        console=True,
+    ),
+    MetricKey("rte_s", "wall seconds of the unlearning itself, evaluation excluded", False, False, console=True),
+    MetricKey("prepare_s", "wall seconds of per-request preparation (masks, teachers, features)", False, False),
+    *(
+        MetricKey(f"{auc}_null_{end}", f"{side} of the 95% permutation null band of {auc}", False, False, True)
+        for auc in ("lira_auc", "rmia_auc", "phi_auc", "phi_retain_auc")
+        for end, side in (("lo", "low end"), ("hi", "high end"))
+    ),
+    # Update geometry (evaluation/geometry.py), basis = updates u_1..u_t so far: diagnostics.
+    MetricKey("update_norm", "‖u_t‖, L2 norm of θ_t − θ_{t−1} over trainable parameters", False, False, True),
+    *(MetricKey(f"er_{r}", f"ER_t: share of ‖u_t‖² in the top-{r} directions of U", False, False, True) for r in _RS),
+    MetricKey("r90", "number of singular directions holding 90% of ‖U‖_F²", False, False, True),
+    *(
+        MetricKey(f"co_{i}", f"CO_t: u_t on left singular vector {i} (sign-fixed)", False, False, True)
+        for i in (1, 2, 3)
+    ),
+    *(MetricKey(f"er_online_{r}", f"ER_t, top-{r} basis of u_1..u_(t−1) only", False, False, True) for r in _RS),
+    MetricKey("r90_online", "r90 of the basis u_1..u_(t−1)", False, False, True),
+    MetricKey("cos_prev", "cosine between u_t and u_(t−1)", False, False, True),
+):
+    register_metric(_metric)
 
-#: Keys the Avg.Gap averages over (forget_test_acc joins for class-wise streams).
-GAP_KEYS = ("forget_acc", "retain_acc", "test_acc", "mia_member_rate", "forget_test_acc")
-#: `gap_acc`: the accuracy keys alone. The SVC member rate is left out because on well-fit data it
-#: re-measures confident correctness (see evaluation/mia.py): it made 1.79 of a 1.93 Avg.Gap.
-GAP_ACC_KEYS = ("forget_acc", "retain_acc", "test_acc", "forget_test_acc")
+#: The leaderboard's headline column: its first, the one a row is read by.
+HEADLINE = "gap_acc"
+
+
+def metrics_table() -> str:
+    """The Markdown table of every registered metric, as docs/reporting.md shows it (a test keeps them equal)."""
+    lines = ["| key | direction | gaps | console | leaderboard | meaning |", "|---|---|---|---|---|---|"]
+    for metric in METRIC_KEYS.values():
+        gaps = ", ".join(metric.gaps) or "—"
+        console = "yes" if metric.console else "—"
+        column = f"`{metric.leaderboard}`" if metric.leaderboard else "—"
+        meaning = metric.description.replace("|", "\\|")  # a bar inside a cell would end it
+        lines.append(f"| `{metric.key}` | {metric.arrow} | {gaps} | {console} | {column} | {meaning} |")
+    return "\n".join(lines) + "\n"
 
 
 def significant(low: float | None, high: float | None) -> bool:

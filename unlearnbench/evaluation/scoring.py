@@ -5,23 +5,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import torch
-from torchmetrics.functional.classification import multiclass_accuracy
 
 from unlearnbench.evaluation.evaluator import EvalLogits
-from unlearnbench.evaluation.keys import GAP_KEYS
+from unlearnbench.evaluation.keys import GAP, ScoringInputs, accuracy, computed_scores, gap_keys
 from unlearnbench.evaluation.mia import svc_member_rate, svc_validity_and_advantage, true_label_confidence
 from unlearnbench.streams.base import Request
-
-
-def accuracy(logits: np.ndarray, labels: np.ndarray, num_classes: int) -> float | None:
-    """Top-1 accuracy in percent; None for an empty subset (never a silent 0)."""
-    if len(labels) == 0:
-        return None
-    value = multiclass_accuracy(
-        torch.from_numpy(logits), torch.from_numpy(labels), num_classes=num_classes, average="micro"
-    )
-    return float(value) * 100.0
 
 
 def request_scores(
@@ -34,24 +22,13 @@ def request_scores(
     mia_seed: int,
     mia_protocol: str = "salun",
 ) -> dict:
-    """forget/retain/test accuracies, the history row and the SVC attack after `request`.
+    """The registered metrics of one model after `request` (`keys.computed_scores`: the accuracies, and any
+    metric a user registers), the SVC attack and the history row.
 
     `mia_protocol` picks the SVC's non-members (`evaluation/mia.py`): `salun`, test samples of
     retained classes; `loft`, the whole test set.
     """
-
-    def train_acc(indices: np.ndarray) -> float | None:
-        return accuracy(logits.train[indices], train_labels[indices], num_classes)
-
-    scores = {
-        "forget_acc": train_acc(request.forget),
-        "retain_acc": train_acc(request.retain),
-        "test_acc": accuracy(logits.test[request.test_retain], test_labels[request.test_retain], num_classes),
-    }
-    if request.forget_classes is not None:
-        scores["forget_test_acc"] = accuracy(
-            logits.test[request.test_forget], test_labels[request.test_forget], num_classes
-        )
+    scores = computed_scores(ScoringInputs(logits, train_labels, test_labels, request, num_classes))
     train_confidence = true_label_confidence(logits.train, train_labels)
     test_confidence = true_label_confidence(logits.test, test_labels)
     nonmembers = request.test_retain if mia_protocol == "salun" else np.arange(len(test_labels))
@@ -73,12 +50,16 @@ def request_scores(
         test_confidence[unseen] if unseen is not None else np.zeros(0),
         np.random.default_rng([mia_seed, 1]),
     )
-    scores["history"] = [train_acc(other.forget) for other in requests]
+    scores["history"] = [
+        accuracy(logits.train[other.forget], train_labels[other.forget], num_classes) for other in requests
+    ]
     return scores
 
 
-def avg_gap(method: dict, oracle: dict, keys: tuple[str, ...] = GAP_KEYS) -> float:
-    """Avg.Gap: mean |method − oracle| over the `keys` both sides report (`GAP_ACC_KEYS`: `gap_acc`)."""
+def avg_gap(method: dict, oracle: dict, keys: tuple[str, ...] | None = None) -> float:
+    """Avg.Gap: mean |method − oracle| over the `keys` both sides report (default `gap_keys(GAP)`; those of
+    `GAP_ACC` give `gap_acc`)."""
+    keys = gap_keys(GAP) if keys is None else keys
     gaps = [abs(method[k] - oracle[k]) for k in keys if method.get(k) is not None and oracle.get(k) is not None]
     return float(np.mean(gaps)) if gaps else math.nan
 

@@ -100,7 +100,9 @@ def _row(entry, columns) -> str:
         value = "" if cell.mean is None else repr(cell.mean)
         best = ' class="best"' if column.key in entry.best else ""
         title = f' title="{_e(column.description)}"'
-        text = _e(cell.text()).replace(" ± ", ' <span class="std">± ') + ("</span>" if cell.std is not None else "")
+        text = _e(cell.text(column.digits)).replace(" ± ", ' <span class="std">± ') + (
+            "</span>" if cell.std is not None else ""
+        )
         cells.append(f'<td{best}{title} data-value="{value}">{text}</td>')
     cells.append(f'<td class="status" data-value="{_e(entry.status)}">{_e(entry.status)}</td>')
     return f'<tr class="{" ".join(classes)}" data-method="{_e(entry.label)}">' + "".join(cells) + "</tr>"

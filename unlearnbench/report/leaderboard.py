@@ -72,7 +72,7 @@ import yaml
 
 from unlearnbench.errors import ConfigError, DamagedFileError
 from unlearnbench.evaluation.geometry import read_geometry_csv
-from unlearnbench.evaluation.keys import METRIC_KEYS, significant
+from unlearnbench.evaluation.keys import HEADLINE, METRIC_KEYS, leaderboard_keys, significant
 from unlearnbench.evaluation.scoring import stream_summary
 from unlearnbench.figures import read_history
 from unlearnbench.provenance import git_commit
@@ -91,6 +91,8 @@ class Column:
     #: False where no value is better than another by itself: forward/backward failure and re-memorization are
     #: zero for a method that forgets nothing (finetune), so "closest to the oracle" would crown it
     ranked: bool = True
+    #: decimals of its cells
+    digits: int = 2
 
     @property
     def arrow(self) -> str:
@@ -98,21 +100,20 @@ class Column:
         return f"{arrow}→oracle" if self.oracle_is_target else arrow
 
 
-def _metric_column(key: str, title: str | None = None) -> Column:
+def _metric_column(key: str) -> Column:
     m = METRIC_KEYS[key]
-    return Column(key, title or key, m.higher_is_better, m.oracle_is_target, m.description + " (after request T)")
+    return Column(
+        key,
+        m.leaderboard,
+        m.higher_is_better,
+        m.oracle_is_target,
+        m.description + " (after request T)",
+        digits=m.digits,
+    )
 
 
-COLUMNS: tuple[Column, ...] = (
-    _metric_column("gap_acc"),
-    _metric_column("forget_acc"),
-    _metric_column("forget_test_acc"),
-    _metric_column("retain_acc"),
-    _metric_column("test_acc"),
-    _metric_column("mia_member_rate", "mia"),
-    _metric_column("mia_validity", "mia_valid"),
-    _metric_column("mia_advantage", "mia_adv"),
-    _metric_column("gap"),
+#: The columns computed over a run's whole stream (`stream_summary`), after the metric columns.
+STREAM_COLUMNS: tuple[Column, ...] = (
     Column("mean_gap_acc", "mean_gap_acc", False, False, "gap_acc averaged over the T requests"),
     Column("mean_gap", "mean_gap", False, False, "Avg.Gap averaged over the T requests"),
     Column(
@@ -165,7 +166,19 @@ COLUMNS: tuple[Column, ...] = (
     ),
     Column("rte_s", "rte_s", False, False, "wall seconds of unlearning, summed over the T requests"),
 )
-COLUMN_KEYS = tuple(c.key for c in COLUMNS)
+
+
+def columns() -> tuple[Column, ...]:
+    """The leaderboard's columns: the metrics that declare a column (`METRIC_KEYS`), the headline first, then the
+    stream columns. Read at every call, so a metric registered by a plugin or a test is a column at once."""
+    metrics = sorted(leaderboard_keys(), key=lambda key: key != HEADLINE)
+    return (*(_metric_column(key) for key in metrics), *STREAM_COLUMNS)
+
+
+def column_keys() -> tuple[str, ...]:
+    return tuple(column.key for column in columns())
+
+
 ORACLE_LABEL = "oracle (retrain)"
 
 
@@ -243,7 +256,7 @@ class RunRecord:
     def method_values(self) -> dict[str, float | None]:
         rows = self.scored_rows
         last = rows[-1]["method"]
-        values: dict[str, float | None] = {k: last.get(k) for k in COLUMN_KEYS if k in METRIC_KEYS}
+        values: dict[str, float | None] = {k: last.get(k) for k in leaderboard_keys()}
         summary = stream_summary(rows)
         for key in ("single_shot_forget_acc", "forward_failure", "forward_failure_mean", "forget_drift"):
             values[key] = summary.get(key)
@@ -263,7 +276,7 @@ class RunRecord:
         if not rows or not rows[-1].get("oracle"):
             return None
         last = rows[-1]["oracle"]
-        values: dict[str, float | None] = {k: last.get(k) for k in COLUMN_KEYS if k in METRIC_KEYS}
+        values: dict[str, float | None] = {k: last.get(k) for k in leaderboard_keys()}
         every = all(row.get("oracle") for row in rows)  # the stream-wide columns need an oracle at every t
         summary = stream_summary([{"method": row["oracle"]} for row in rows]) if every else {}
         values["forget_drift"] = summary.get("forget_drift")
@@ -579,7 +592,7 @@ def _build_group(key: tuple, title: str, runs: list[RunRecord]) -> Group:
         entry = Entry(labels[variant], method_runs)
         complete = [run for run in method_runs if run.status == "complete"]
         values = [run.method_values() for run in complete]
-        entry.cells = {k: aggregate([v.get(k) for v in values]) for k in COLUMN_KEYS}
+        entry.cells = {k: aggregate([v.get(k) for v in values]) for k in column_keys()}
         _note_validity(entry.cells, values)
         entry.privacy = chain_privacy_of(complete)
         entries.append(entry)
@@ -596,13 +609,13 @@ def _build_group(key: tuple, title: str, runs: list[RunRecord]) -> Group:
     oracle = None
     if per_seed:
         oracle = Entry(ORACLE_LABEL, oracle_runs, is_oracle=True)
-        oracle.cells = {k: aggregate([v.get(k) for v in per_seed.values()]) for k in COLUMN_KEYS}
+        oracle.cells = {k: aggregate([v.get(k) for v in per_seed.values()]) for k in column_keys()}
         _note_validity(oracle.cells, list(per_seed.values()))
     # A column no row has a value for (forget_test_acc on a random stream, keys an older run lacks) is left out.
     rows = [*entries, *([oracle] if oracle else [])]
-    columns = tuple(c for c in COLUMNS if any(e.cells[c.key].mean is not None for e in rows))
-    _mark_best(entries, oracle, columns)
-    return Group(key, title, entries, oracle, columns)
+    shown = tuple(c for c in columns() if any(e.cells[c.key].mean is not None for e in rows))
+    _mark_best(entries, oracle, shown)
+    return Group(key, title, entries, oracle, shown)
 
 
 def _note_validity(cells: dict[str, Cell], values: list[dict]) -> None:
@@ -707,7 +720,7 @@ def render_markdown(groups: list[Group], prov: dict, plots: dict[str, list[Path]
         for entry in group.rows:
             cells = []
             for column in group.columns:
-                text = entry.cells[column.key].text()
+                text = entry.cells[column.key].text(column.digits)
                 cells.append(f"**{text}**" if column.key in entry.best else text)
             label = f"*{_md_escape(entry.label)}*" if entry.is_oracle else _md_escape(entry.label)
             lines.append(f"| {label} | {entry.n} | " + " | ".join(cells) + f" | {_md_escape(entry.status)} |")
@@ -760,7 +773,8 @@ def render_csv(groups: list[Group]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     header = ["group", "method", "is_oracle", "n_seeds", "seeds", "status"]
-    for key in COLUMN_KEYS:
+    keys = column_keys()
+    for key in keys:
         header += [f"{key}_mean", f"{key}_std"]
     writer.writerow([*header, "best"])
     for group in groups:
@@ -773,10 +787,10 @@ def render_csv(groups: list[Group]) -> str:
                 " ".join(map(str, entry.seeds)),
                 entry.status,
             ]
-            for key in COLUMN_KEYS:
+            for key in keys:
                 cell = entry.cells.get(key, Cell(None, None, 0))
                 row += ["" if cell.mean is None else f"{cell.mean:.6g}", "" if cell.std is None else f"{cell.std:.6g}"]
-            writer.writerow([*row, " ".join(k for k in COLUMN_KEYS if k in entry.best)])
+            writer.writerow([*row, " ".join(k for k in keys if k in entry.best)])
     return buffer.getvalue()
 
 
