@@ -90,6 +90,14 @@ class NodeGroup:
             _channels[where] = channel
         return _channels[where]
 
+    def decide(self, key: str, value: object) -> str:
+        """The leader's `value` under `key`, on every node: the leader announces it and a follower waits for it
+        (a follower's own `value` is ignored: what it stands for is what a follower cannot know)."""
+        if self.leader:
+            self.announce(key, value)
+            return str(value)
+        return self.wait(key)
+
     def announce(self, key: str, value: object) -> None:
         """Leader: publish `value` under `key` (each key once per run)."""
         if self.size > 1:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -141,6 +142,8 @@ class Runner:
         self.run_logger = RunLogger(self.run_dir.path, self.identity, self.run_dir.path.name)
         #: the request under way (pretraining counts as part of the first request served), for an interruption's message
         self.current_request = 1
+        #: what changed in the method's code since the run directory's first session (`_open_run_directory`)
+        self.method_code_change: str | None = None
 
     def strategy(self) -> str | Strategy:
         """`ddp` runs each fit in worker processes started from the runner (fork on CPU, spawn on GPUs).
@@ -327,25 +330,27 @@ class Runner:
         }
         return sha256_bytes(json.dumps(parts, sort_keys=True).encode())[:24]
 
-    def single_shot(self, request: Request, continual_scores: dict) -> dict:
+    def single_shot(self, request: Request, continual_scores: dict | None) -> dict | None:
         """The single-shot scores of request t, from the store's cache or served now (and cached).
 
         At t = 1 the continual method *is* the single-shot one (same pretrained model, request and
         seed), so its scores are taken as they are rather than computed twice; a test checks that a
-        fresh single-shot fit gives exactly them.
+        fresh single-shot fit gives exactly them. The leader decides whether the fit is needed (the
+        cache is on a shared store another process may fill); a follower fits in step and gets None.
         """
-        key = self.single_shot_key(request)
-        cached = self.store.load_scores(key)
-        fits = cached is None and request.t > 1
-        self.nodes.announce(f"single-shot-{request.t}", "fit" if fits else "cached")  # followers fit in step, or not
-        if cached is not None:
+        leader = self.nodes.leader
+        key = self.single_shot_key(request) if leader else None
+        cached = self.store.load_scores(key) if leader else None
+        fits = self.nodes.decide(f"single-shot-{request.t}", "fit" if cached is None and request.t > 1 else "cached")
+        served = self.single_shot_fit(request) if fits == "fit" else None
+        if not leader or cached is not None:
             return cached
-        if request.t == 1:
+        if served is None:  # t = 1
             scores = dict(continual_scores)
         else:
-            method, served = self.single_shot_fit(request)
-            scores = self.score(self.logits(method), request) | {"update_norm": served["update_norm"]}
-            if served["diverged"]:
+            method, timings = served
+            scores = self.score(self.logits(method), request) | {"update_norm": timings["update_norm"]}
+            if timings["diverged"]:
                 scores["diverged"] = True
         scores.pop("history", None)  # the continual run's diagnostic: the single-shot model serves one request
         self.store.save_scores(key, scores)
@@ -360,116 +365,142 @@ class Runner:
         alone). The numpy side is small, so it runs on one thread and torch keeps every core.
         """
         try:
-            with threadpool_limits(limits=1, user_api="blas"):
-                if not self.nodes.leader:
-                    result = self._follow()
-                else:
-                    with self.run_dir.lock():
-                        result = self._run()
-                self.nodes.part()
-                return result
+            lock = self.run_dir.lock() if self.nodes.leader else nullcontext()  # a follower writes nothing there
+            with threadpool_limits(limits=1, user_api="blas"), lock:
+                result = self._serve_stream()
+            self.nodes.part()
+            return result
         except Interrupted as interrupt:
             interrupt.where = interrupt.where or f"request {self.current_request}"
             self.run_logger.finish(failed=True)
             raise
 
-    def _run(self) -> RunResult:
+    def _serve_stream(self) -> RunResult:
+        """The one request loop, for one node and for every node of a run on several.
+
+        Every node makes the same fits in the same order (the request's, its oracles', its
+        single-shot counterfactual's), since a fit on several nodes is one DDP fit. What only
+        node 0 does — opening the run directory, evaluation, geometry, persistence, logging — is a
+        step the followers skip; what they cannot know (where the run resumes, whether a request
+        diverged, whether a fit is cached) the leader decides for every node (`NodeGroup.decide`).
+        """
+        config, run_dir, leader = self.config, self.run_dir, self.nodes.leader
+        rows = self._open_run_directory() if leader else []
+        complete = leader and (len(rows) == config.requests or _diverged(rows))
+        resumed = unpack_state(run_dir.load_state(len(rows)), self.guards) if rows and not complete else None
+        if leader and not complete:
+            self._begin_session(rows)
+        start = int(self.nodes.decide("start", config.requests + 1 if complete else len(rows) + 1))
+        if not leader and 1 < start <= config.requests:  # read before the leader moves past it
+            resumed = unpack_state(run_dir.load_state(start - 1), self.guards)
+        if start > config.requests:
+            return self._finish(rows, already_complete=True)
+        self.method.attach(self.pretrained_model(), self.dataset.num_classes).to(self.eval_device)
+        if resumed is not None:
+            self.method.load_resume_state(resumed)
+            if leader:
+                self.reporter.message(f"resuming at request {start}/{config.requests}")
+        for t in range(start, config.requests + 1):
+            self.current_request = t
+            request = self.stream.select(t)
+            timings = self.serve(request)
+            diverged = timings.pop("diverged")
+            if self.nodes.decide(f"request-{t}", "diverged" if diverged else "ok") == "diverged":
+                if leader:
+                    self._record(
+                        rows,
+                        {
+                            "t": t,
+                            "status": "diverged",
+                            "forget_classes": request.forget_classes,
+                            "method": timings,
+                            "oracle": None,
+                            "single_shot": None,
+                        },
+                    )
+                    self.reporter.message(f"request {t} diverged (non-finite loss or weights): the run stops here")
+                break
+            self._serve_request(request, timings, rows)
+        return self._finish(rows, already_complete=False)
+
+    def _open_run_directory(self) -> list[dict]:
+        """Leader: the run directory initialized, its finished rows, and a refusal to resume over changed code."""
         config, run_dir = self.config, self.run_dir
         run_dir.initialize(self.identity, self.stream.manifest(), self.train_labels, self.test_labels)
         rows = run_dir.rows()
         self.current_request = len(rows) + 1
-        code = method_code(type(self.method), UnlearningMethod)
-        change = method_code_change(run_dir.recorded_method_code(), code) if rows else None
-        if len(rows) == config.requests or _diverged(rows):
-            self.nodes.announce("start", config.requests + 1)
-            return replace(self._finish(rows, already_complete=True), method_code_change=change)
-        if change:
+        self.method_code = method_code(type(self.method), UnlearningMethod)
+        self.method_code_change = method_code_change(run_dir.recorded_method_code(), self.method_code) if rows else None
+        if self.method_code_change and len(rows) < config.requests and not _diverged(rows):
             raise MethodCodeChangedError(
                 f"the code of method {config.method!r} changed since requests 1-{len(rows)} were served in "
-                f"{run_dir.path} ({change}); resuming would mix two versions' numbers: delete that folder or "
-                f"choose another --out to rerun"
+                f"{run_dir.path} ({self.method_code_change}); resuming would mix two versions' numbers: delete that "
+                f"folder or choose another --out to rerun"
             )
-        # A damaged update file or a checkpoint that is missing or not weights-only is refused before anything is
-        # written (and before the other nodes are told to start).
+        return rows
+
+    def _begin_session(self, rows: list[dict]) -> None:
+        """Leader, before the other nodes are told to start: a damaged update file or a checkpoint that is missing
+        or not weights-only is refused before anything is written; then the session is recorded and logged."""
+        config, run_dir = self.config, self.run_dir
         self.geometry = GeometryRecorder(run_dir.path, config.requests, len(rows))  # updates.f32 + geometry.csv
-        resumed = unpack_state(run_dir.load_state(len(rows)), self.guards) if rows else None
-        self.nodes.announce("start", len(rows) + 1)
-        run_dir.record_session(len(rows) + 1, code)
+        run_dir.record_session(len(rows) + 1, self.method_code)
         self.run_logger = open_run_logger(config.logger, run_dir.path, self.identity, run_dir.path.name, len(rows) + 1)
         self.reporter.start_run(run_dir.path.name, config.requests, done=len(rows))
-        self.method.attach(self.pretrained_model(), self.dataset.num_classes).to(self.eval_device)
-        if resumed is not None:
-            self.method.load_resume_state(resumed)
-            self.reporter.message(f"resuming at request {len(rows) + 1}/{config.requests}")
         run_dir.repair_derived(rows)  # a kill between metrics.jsonl and history.csv left it short
-        for t in range(len(rows) + 1, config.requests + 1):
-            self.current_request = t
-            request = self.stream.select(t)
-            timings = self.serve(request)
-            self.nodes.announce(f"request-{t}", "diverged" if timings["diverged"] else "ok")
-            if timings.pop("diverged"):
-                row = {"t": t, "status": "diverged", "forget_classes": request.forget_classes, "method": timings}
-                row |= {"oracle": None, "single_shot": None}
-                run_dir.append_row(row)
-                rows.append(row)
-                self.reporter.message(f"request {t} diverged (non-finite loss or weights): the run stops here")
-                break
-            method_logits = self.logits(self.method)
-            scores = self.score(method_logits, request)
-            method_scores = scores | timings | self.geometry.record(t, *self.last_update)
-            row = {"t": t, "status": "ok", "forget_classes": request.forget_classes, "method": method_scores}
-            row["oracle"], oracles = None, []
-            if config.oracle_at(t):
-                oracles = [self.logits(self.oracle(request, k)) for k in range(config.oracle_seeds)]
-                oracle_logits = oracles[0]
-                row["oracle"] = self.score(oracle_logits, request)
-                method_scores["gap"] = avg_gap(method_scores, row["oracle"])
-                method_scores["gap_acc"] = avg_gap(method_scores, row["oracle"], gap_keys(GAP_ACC))
-                attack = request_attack(method_logits, oracle_logits, self.train_labels, self.test_labels, request)
-                method_scores.update(attack[0])
-                row["oracle"].update(attack[1])
-                privacy = request_privacy(
-                    method_logits, oracles, method_scores, row["oracle"], self.train_labels, self.test_labels, request
-                )
-                method_scores.update(privacy[0])
-                row["oracle"].update(privacy[1])
-            row["single_shot"] = None
-            if config.single_shot_at(t):
-                row["single_shot"] = self.single_shot(request, scores | {"update_norm": timings["update_norm"]})
-                method_scores["forward_gain"] = forward_gain(method_scores, row["single_shot"])
-            run_dir.save_state(t, self.method.resume_state() | pack_state(self.guards))
-            if config.save_logits:
-                run_dir.save_logits(t, vars(method_logits), [vars(logits) for logits in oracles])
-            run_dir.append_row(row)
-            self.run_logger.log_request(row)
-            run_dir.drop_states_before(t)
-            rows.append(row)
-            self.reporter.request(row, config.requests)
-        return self._finish(rows, already_complete=False)
 
-    def _follow(self) -> RunResult:
-        """A follower node: the leader's fits, in the leader's order, with no evaluation and no writes."""
-        config = self.config
-        start = int(self.nodes.wait("start"))
-        resumed = self.run_dir.load_state(start - 1) if 1 < start <= config.requests else None  # before t moves on
-        if start <= config.requests:
-            self.method.attach(self.pretrained_model(), self.dataset.num_classes).to(self.eval_device)
-            if resumed is not None:
-                self.method.load_resume_state(unpack_state(resumed, self.guards))
-        for t in range(start, config.requests + 1):
-            request = self.stream.select(t)
-            self.serve(request)
-            if self.nodes.wait(f"request-{t}") == "diverged":
-                break
-            for k in range(config.oracle_seeds if config.oracle_at(t) else 0):
-                self.oracle(request, k)
-            if config.single_shot_at(t) and self.nodes.wait(f"single-shot-{t}") == "fit":
-                self.single_shot_fit(request)
-        summary = {"requests_done": 0, "status": f"followed node 0 as node {self.nodes.rank}"}
-        return RunResult(self.run_dir.path, [], summary, already_complete=start > config.requests)
+    def _serve_request(self, request: Request, timings: dict, rows: list[dict]) -> None:
+        """After the unlearning fit of request t: evaluation (leader), the oracles' and the single-shot fits
+        (every node), the scores against them and persistence (leader)."""
+        config, t, leader = self.config, request.t, self.nodes.leader
+        method_logits = self.logits(self.method) if leader else None
+        scores = self.score(method_logits, request) if leader else None
+        oracle_logits = []
+        for k in range(config.oracle_seeds if config.oracle_at(t) else 0):
+            oracle = self.oracle(request, k)
+            if leader:
+                oracle_logits.append(self.logits(oracle))
+        single_shot = None
+        if config.single_shot_at(t):
+            single_shot = self.single_shot(request, scores and scores | {"update_norm": timings["update_norm"]})
+        if not leader:
+            return
+        method_scores = scores | timings | self.geometry.record(t, *self.last_update)
+        row = {"t": t, "status": "ok", "forget_classes": request.forget_classes, "method": method_scores}
+        row["oracle"] = None
+        if oracle_logits:
+            row["oracle"] = self.score(oracle_logits[0], request)
+            method_scores["gap"] = avg_gap(method_scores, row["oracle"])
+            method_scores["gap_acc"] = avg_gap(method_scores, row["oracle"], gap_keys(GAP_ACC))
+            attack = request_attack(method_logits, oracle_logits[0], self.train_labels, self.test_labels, request)
+            method_scores.update(attack[0])
+            row["oracle"].update(attack[1])
+            privacy = request_privacy(
+                method_logits, oracle_logits, method_scores, row["oracle"], self.train_labels, self.test_labels, request
+            )
+            method_scores.update(privacy[0])
+            row["oracle"].update(privacy[1])
+        row["single_shot"] = single_shot
+        if single_shot is not None:
+            method_scores["forward_gain"] = forward_gain(method_scores, single_shot)
+        self.run_dir.save_state(t, self.method.resume_state() | pack_state(self.guards))
+        if config.save_logits:
+            self.run_dir.save_logits(t, vars(method_logits), [vars(logits) for logits in oracle_logits])
+        self._record(rows, row)
+        self.run_dir.drop_states_before(t)
+        self.reporter.request(row, config.requests)
+
+    def _record(self, rows: list[dict], row: dict) -> None:
+        """Leader: request t's row appended to metrics.jsonl (it is then finished) and logged."""
+        self.run_dir.append_row(row)
+        self.run_logger.log_request(row)
+        rows.append(row)
 
     def _finish(self, rows: list[dict], already_complete: bool) -> RunResult:
-        """The summary over the finished requests; a diverged run says where it stopped."""
+        """The summary over the finished requests; a diverged run says where it stopped. A follower has none."""
+        if not self.nodes.leader:
+            summary = {"requests_done": 0, "status": f"followed node 0 as node {self.nodes.rank}"}
+            return RunResult(self.run_dir.path, [], summary, already_complete=already_complete)
         scored = [row for row in rows if row.get("status", "ok") == "ok"]
         summary = stream_summary(scored) if scored else {"requests_done": 0}
         summary["status"] = "diverged" if _diverged(rows) else "complete"
@@ -480,7 +511,8 @@ class Runner:
         else:
             self.run_dir.write_summary(summary)
         self.run_logger.finish()
-        return RunResult(self.run_dir.path, rows, summary, already_complete=already_complete)
+        result = RunResult(self.run_dir.path, rows, summary, already_complete=already_complete)
+        return replace(result, method_code_change=self.method_code_change)
 
 
 def _diverged(rows: list[dict]) -> bool:
