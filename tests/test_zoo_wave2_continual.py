@@ -22,6 +22,7 @@ from unlearnbench.methods.mahalanobis import mahalanobis, shrunk_precision, tuke
 from unlearnbench.methods.rum import RUM
 from unlearnbench.methods.sfron import saliency_mask
 from unlearnbench.methods.ssd import dampen
+from unlearnbench.ranges import flat_parameters
 from unlearnbench.registry import GUARDS, METHODS
 from unlearnbench.streams.base import RequestStream
 from unlearnbench.training import build_model
@@ -226,7 +227,7 @@ REFERENCE_DEFAULTS = [
 
 @pytest.mark.parametrize(("name", "values"), REFERENCE_DEFAULTS)
 def test_method_defaults_are_the_cited_reference_values(name, values):
-    parameters = inspect.signature(METHODS.get(name)).parameters
+    parameters = flat_parameters(METHODS.get(name))  # a group's fields by flat name (lr)
     assert {key: parameters[key].default for key in values} == values
 
 
