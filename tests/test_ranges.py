@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from unlearnbench.cli import main
-from unlearnbench.methods.base import groups
-from unlearnbench.ranges import Range, flat_parameters, numeric_parameters, valid_ranges
+from unlearnbench.ranges import Range, flat_parameters, groups, numeric_parameters, valid_ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import Float, Int
 

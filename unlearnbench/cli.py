@@ -260,8 +260,7 @@ def run_parser(
 def _add_method_arguments(parser: ArgumentParser, method: str) -> None:
     """`--<method>.<argument>` (a group's fields `--<method>.optim.<setting>`), described by the method's docstring
     (`Args:`; a group's by its class's), each with its valid range (named flat: `lr`)."""
-    from unlearnbench.methods.base import groups
-    from unlearnbench.ranges import valid_ranges
+    from unlearnbench.ranges import groups, valid_ranges
     from unlearnbench.registry import METHODS
 
     cls = METHODS.get(method)
@@ -350,7 +349,8 @@ def parse_run_args(argv: list[str]):
 def _refuse_retired_spellings(argv: list[str], method: str) -> None:
     """`--salun.lr` and a config's `salun: {lr: ...}`, the spellings before the SGD settings were a group: one
     line naming `--salun.optim.lr`, before anything is parsed or loaded."""
-    from unlearnbench.methods.base import check_method_arguments, groups
+    from unlearnbench.methods.base import check_method_arguments
+    from unlearnbench.ranges import groups
     from unlearnbench.registry import METHODS
 
     cls = METHODS.get(method)

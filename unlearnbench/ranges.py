@@ -71,6 +71,13 @@ def valid_ranges(cls: type) -> dict[str, Range]:
     return merged
 
 
+def groups(cls: type) -> dict[str, object]:
+    """`cls`'s argument groups: name -> the class's default (a dataclass), e.g. {"optim": SGDSettings(lr=0.013)}."""
+    return {
+        name: p.default for name, p in inspect.signature(cls).parameters.items() if dataclasses.is_dataclass(p.default)
+    }
+
+
 def flat_parameters(cls: type) -> dict[str, inspect.Parameter]:
     """`cls.__init__`'s parameters by flat name: a group (an argument whose default is a dataclass, a gradient
     method's `optim`) is replaced by its fields, each with the group default's value as its default."""

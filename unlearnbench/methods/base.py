@@ -26,7 +26,7 @@ from torch import Tensor, nn
 from unlearnbench.data.base import Batch
 from unlearnbench.errors import ConfigError
 from unlearnbench.methods.gradients import on_device
-from unlearnbench.ranges import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Range, ranges
+from unlearnbench.ranges import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Range, groups, ranges
 from unlearnbench.search_space import Distribution
 from unlearnbench.streams.base import StreamView, UnlearningRequest
 from unlearnbench.streams.batches import BatchMode
@@ -196,11 +196,6 @@ class GradientMethod(UnlearningMethod):
             momentum=self.optim.momentum,
             weight_decay=self.optim.weight_decay,
         )
-
-
-def groups(cls: type) -> dict[str, object]:
-    """`cls`'s argument groups: name -> the class's default (a dataclass instance), e.g. {"optim": SGDSettings(...)}."""
-    return {name: p.default for name, p in inspect.signature(cls).parameters.items() if is_dataclass(p.default)}
 
 
 def method_arguments(cls: type, flat: Mapping[str, object]) -> dict:
