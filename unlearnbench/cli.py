@@ -3,7 +3,8 @@
 A method's hyperparameters are a group named after the method, read from its `__init__`
 signature: `unlearnbench run --method salun --salun.ratio 0.3`, or in a `--config` YAML file
 `salun: {ratio: 0.3}`; a gradient method's SGD settings are a group of their own,
-`--salun.optim.lr 0.1` (YAML `salun: {optim: {lr: 0.1}}`). Bad input is one line on stderr and exit code 2, before anything is written.
+`--salun.optim.lr 0.1` (YAML `salun: {optim: {lr: 0.1}}`). Bad input is one line on stderr and
+exit code 2, before anything is written.
 Exit codes are decided in `main` alone: `ConfigError` (every bad input and damaged file derives from
 it) is 2, a SIGINT/SIGTERM (`Interrupted`) 128 + the signal, a failed write 1, divergence 3.
 """
@@ -408,9 +409,11 @@ def _tuned_defaults(args) -> dict:
     if unknown:
         raise ConfigError(f"tuned file for {args.method} sets {', '.join(unknown)}, which it has no argument for")
     defaults = {}
-    for name, value in method_arguments(cls, values).items():  # flat names -> their options (`lr` -> `optim.lr`)
-        fields = asdict(value) if is_dataclass(value) else {"": value}
-        defaults |= {".".join(filter(None, (args.method, name, field))): v for field, v in fields.items()}
+    for name, value in method_arguments(cls, values).items():
+        if is_dataclass(value):  # a group: one option per field (`lr` -> `salun.optim.lr`)
+            defaults |= {f"{args.method}.{name}.{field}": v for field, v in asdict(value).items()}
+        else:
+            defaults[f"{args.method}.{name}"] = value
     return defaults
 
 
