@@ -226,7 +226,12 @@ BAD_RUNS = [
     ("size .inf", ["--size", ".inf"], None, "size must be a finite number > 0, got inf"),
     ("size 0", ["--stream", "random", "--size", "0"], None, "size must be a finite number > 0, got 0"),
     ("size 1e-9", ["--stream", "random", "--size", "1e-9"], None, "less than one sample per request; use size >= "),
-    ("config lr .nan", ["--config", "c.yaml"], "finetune:\n  lr: .nan\n", "argument lr must be finite, got nan"),
+    (
+        "config lr .nan",
+        ["--config", "c.yaml"],
+        "finetune:\n  optim: {lr: .nan}\n",
+        "argument lr must be finite, got nan",
+    ),
     ("config not YAML", ["--config", "c.yaml"], "method: [unclosed\n", "cannot read config c.yaml"),
     ("config run: 5", ["--config", "c.yaml"], "run: 5\n", "`run` in config c.yaml must be a mapping"),
     ("config guards: 5", ["--config", "c.yaml"], "guards: 5\n", "`guards` in config c.yaml must be a list of guard"),
@@ -284,7 +289,11 @@ BAD_SUITE_FILES = [
 def test_suite_and_its_check_refuse_what_run_refuses(changes, message, check, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "FILE").write_text("x")
-    suite = {"out": "out", "methods": [{"finetune": {"epochs": 1}}], "common": {"requests": 2, "recipe": {"epochs": 1}}}
+    suite = {
+        "out": "out",
+        "methods": [{"finetune": {"optim": {"epochs": 1}}}],
+        "common": {"requests": 2, "recipe": {"epochs": 1}},
+    }
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(suite | changes))
     with pytest.raises(SystemExit) as exit_info:
         main(["suite", "s.yaml", *(["--check"] if check else [])])

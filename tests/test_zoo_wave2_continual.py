@@ -14,6 +14,7 @@ from unlearnbench.guards import pull_toward, trainable
 from unlearnbench.guards.ewc import EWC
 from unlearnbench.guards.lwf import LwF, lwf_distillation
 from unlearnbench.guards.mas import MAS, mas_importance
+from unlearnbench.methods.base import SGDSettings
 from unlearnbench.methods.finetune import FineTune
 from unlearnbench.methods.jit import JiT
 from unlearnbench.methods.lfssd import output_norm_importances
@@ -37,7 +38,9 @@ def stream(digits):
 
 def _method(stream) -> FineTune:
     torch.manual_seed(0)
-    return FineTune(batch_size=128).attach(build_model("smallcnn", stream.dataset), stream.dataset.num_classes)
+    return FineTune(optim=SGDSettings(batch_size=128)).attach(
+        build_model("smallcnn", stream.dataset), stream.dataset.num_classes
+    )
 
 
 def test_ewc_penalty_is_zero_at_the_previous_weights_and_its_gradient_is_pulled(stream):
