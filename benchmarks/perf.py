@@ -77,11 +77,11 @@ def p1_fit(root: Path, repeats: int) -> None:
 
 
 def _p1_fit(root: Path, repeats: int) -> None:
-    runner = Runner(_config(root, method_args={"epochs": 5}))
+    runner = Runner(_config(root, method_args={"optim": {"epochs": 5}}))
     pretrained = runner.trained_model(np.zeros(0, dtype=np.int64), "pretraining")
     state = {k: v.clone() for k, v in pretrained.state_dict().items()}
     request = runner.stream.select(1)
-    hp = runner.method.hparams
+    hp = runner.method.optim
     ratios = []
     for _ in range(repeats):
         pretrained.load_state_dict(state)
@@ -101,7 +101,7 @@ def _bare_run(root: Path) -> float:
     start = time.perf_counter()
     bare = Runner(_config(root))
     model = bare.trained_model(np.zeros(0, dtype=np.int64), "pretraining")
-    hp = bare.method.hparams
+    hp = bare.method.optim
     for t in range(1, bare.stream.num_requests + 1):
         request = bare.stream.select(t)
         bare.stream.configure_batches(bare.method.batch_mode, hp.batch_size)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import inspect
 import os
 from pathlib import Path
 
@@ -11,6 +10,8 @@ import pytest
 import torch
 
 from unlearnbench.config import RunConfig
+from unlearnbench.methods.base import method_arguments
+from unlearnbench.ranges import flat_parameters
 from unlearnbench.registry import DATASETS, METHODS
 from unlearnbench.runner import Runner
 
@@ -36,10 +37,15 @@ def shared_store(tmp_path_factory) -> Path:
 
 
 def tiny_config(out: Path, store: Path, method: str, stream: str = "classwise", **overrides) -> RunConfig:
-    """A 2-request run with a fast recipe and a short unlearning schedule."""
+    """A 2-request run with a fast recipe and a short unlearning schedule.
+
+    `method_args` by flat name (`epochs`, as tuned files name them), gathered into the method's SGD
+    settings group by `method_arguments`."""
+    cls = METHODS.get(method)
     method_args = {"epochs": 2, **overrides.pop("method_args", {})}
-    if "epochs" not in inspect.signature(METHODS.get(method)).parameters:  # not a gradient loop (LOFT, SSD)
+    if "epochs" not in flat_parameters(cls):  # not a gradient loop (LOFT, SSD)
         method_args.pop("epochs")
+    method_args = method_arguments(cls, method_args)
     values = {"requests": 2, "recipe": dict(FAST_RECIPE), "size": 1 if stream == "classwise" else 0.05}
     values.update(overrides)
     return RunConfig(method=method, stream=stream, out=out, store=store, method_args=method_args, **values)

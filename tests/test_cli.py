@@ -91,7 +91,7 @@ def test_readme_method_example_runs(tmp_path, shared_store, monkeypatch):
 def test_cli_run_end_to_end_then_resume_says_complete(tmp_path):
     argv = [
         sys.executable, "-m", "unlearnbench.cli", "run", "--method", "finetune", "--requests", "2",
-        "--finetune.epochs", "1", "--recipe", str(FAST_RECIPE).replace("'", '"'), "--out", str(tmp_path),
+        "--finetune.optim.epochs", "1", "--recipe", str(FAST_RECIPE).replace("'", '"'), "--out", str(tmp_path),
     ]  # fmt: skip
     first = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     assert first.returncode == 0, first.stderr
@@ -122,7 +122,7 @@ def test_a_resumed_run_raises_none_of_lightnings_false_warnings(tmp_path, shared
     import time
     import warnings
 
-    argv = ["run", "--method", "finetune", "--requests", "2", "--finetune.epochs", "1", "--recipe"]
+    argv = ["run", "--method", "finetune", "--requests", "2", "--finetune.optim.epochs", "1", "--recipe"]
     argv += [json.dumps(FAST_RECIPE), "--out", str(tmp_path / "out"), "--store", str(shared_store)]
     original = Runner.serve
 
@@ -144,7 +144,17 @@ def test_a_resumed_run_raises_none_of_lightnings_false_warnings(tmp_path, shared
 
 @pytest.mark.slow
 def test_quiet_prints_nothing_but_errors(tmp_path, shared_store, capfd):
-    argv = ["run", "--method", "salun", "--requests", "2", "--salun.epochs", "1", "--recipe", json.dumps(FAST_RECIPE)]
+    argv = [
+        "run",
+        "--method",
+        "salun",
+        "--requests",
+        "2",
+        "--salun.optim.epochs",
+        "1",
+        "--recipe",
+        json.dumps(FAST_RECIPE),
+    ]
     argv += ["--out", str(tmp_path / "out"), "--store", str(shared_store), "--quiet", "true"]
     assert main(argv) == 0
     assert capfd.readouterr() == ("", "")

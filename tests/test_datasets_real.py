@@ -296,7 +296,7 @@ def test_a_stream_runs_end_to_end_on_a_folder_dataset(tmp_path, monkeypatch):
         data_dir=tmp_path / "data",
         requests=1,
         size=1,
-        method_args={"epochs": 1, "batch_size": 4},
+        method_args={"optim": {"epochs": 1, "batch_size": 4}},
         recipe={"epochs": 1, "batch_size": 4},
         out=tmp_path / "runs",
         hardware=Hardware(accelerator="cpu"),

@@ -149,7 +149,7 @@ def test_a_suite_on_two_nodes_is_written_by_node_0_only(tmp_path):
         "store": str(tmp_path / "store"),
         "common": {"requests": 1, "recipe": FAST_RECIPE, "logger": "none", "accelerator": "cpu"}
         | {"devices": 1, "strategy": "ddp", "num_nodes": 2},
-        "methods": [{"finetune": {"epochs": 1}}, {"rl": {"epochs": 1}}],
+        "methods": [{"finetune": {"optim": {"epochs": 1}}}, {"rl": {"optim": {"epochs": 1}}}],
         "streams": [{"stream": "classwise", "size": 1}],
     }
     (tmp_path / "suite.yaml").write_text(json.dumps(suite))  # JSON is YAML

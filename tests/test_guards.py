@@ -17,11 +17,11 @@ from unlearnbench.data.base import Batch
 from unlearnbench.guards import build_guards, flat, pack_state, unpack_state
 from unlearnbench.guards.orthogonal import OrthogonalProjection, top_subspace
 from unlearnbench.guards.shrink_perturb import ShrinkPerturb
-from unlearnbench.methods.base import UnlearningMethod
+from unlearnbench.methods.base import GradientMethod, SGDSettings
 from unlearnbench.runner import Runner
 
 
-class TinyMethod(UnlearningMethod):
+class TinyMethod(GradientMethod):
     """CE on retain batches of a small MLP."""
 
     def loss(self, batch):
@@ -31,7 +31,7 @@ class TinyMethod(UnlearningMethod):
 def _method(weight_decay: float = 0.0) -> TinyMethod:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
-    return TinyMethod(lr=0.1, epochs=2, momentum=0.9, weight_decay=weight_decay).attach(model, 3)
+    return TinyMethod(optim=SGDSettings(lr=0.1, epochs=2, momentum=0.9, weight_decay=weight_decay)).attach(model, 3)
 
 
 class Batches:
@@ -49,7 +49,7 @@ class Batches:
         return len(self.steps)
 
 
-def _serve(method: UnlearningMethod, guards: list) -> torch.Tensor:
+def _serve(method: GradientMethod, guards: list) -> torch.Tensor:
     """One request as the runner serves it: guard hooks around a Lightning fit; returns u = θ_after − θ_before."""
     before = flat(method.model)
     for guard in guards:

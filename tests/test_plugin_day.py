@@ -32,11 +32,11 @@ import copy
 import torch
 import torch.nn.functional as F
 
-from unlearnbench.methods.base import UnlearningMethod
+from unlearnbench.methods.base import GradientMethod
 from unlearnbench.streams.batches import BatchMode
 
 
-class KeepTeacher(UnlearningMethod):
+class KeepTeacher(GradientMethod):
     """Plugin KD: CE and KL to the pre-request model on retain, minus CE on forget."""
 
     batch_mode = BatchMode.PAIRED
@@ -100,7 +100,7 @@ def results(out: Path) -> list[dict]:
 def test_a_plugin_with_a_teacher_survives_kill_resume_edit_and_breakage(tmp_path):
     module = write_plugin(tmp_path / "kd_plugin_pkg")
     site = module.parent
-    run = ["run", "--method", "kd_plugin", "--requests", "2", "--kd_plugin.epochs", "2", "--recipe"]
+    run = ["run", "--method", "kd_plugin", "--requests", "2", "--kd_plugin.optim.epochs", "2", "--recipe"]
     run += [json.dumps(FAST_RECIPE), "--oracle", "none", "--logger", "none", "--quiet", "true"]
     store = ["--store", str(tmp_path / "store")]
 
@@ -133,7 +133,7 @@ def test_a_plugin_with_a_teacher_survives_kill_resume_edit_and_breakage(tmp_path
     assert "'kd_plugin' (plugin kd_plugin:KeepTeacher) failed to import: ModuleNotFoundError" in broken.stderr
     builtin = [*run, *store, "--out", str(tmp_path / "builtin")]
     builtin[builtin.index("kd_plugin")] = "finetune"
-    builtin[builtin.index("--kd_plugin.epochs")] = "--finetune.epochs"
+    builtin[builtin.index("--kd_plugin.optim.epochs")] = "--finetune.optim.epochs"
     finetune = unlearnbench(site, *builtin)
     assert finetune.returncode == 0, finetune.stderr[-2000:]
     assert len(results(tmp_path / "builtin")) == 2

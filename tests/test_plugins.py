@@ -18,11 +18,11 @@ GOOD = '''
 """A plugin method."""
 import torch.nn.functional as F
 
-from unlearnbench.methods.base import UnlearningMethod
+from unlearnbench.methods.base import GradientMethod
 from unlearnbench.streams.batches import BatchMode
 
 
-class PluginAscent(UnlearningMethod):
+class PluginAscent(GradientMethod):
     """Plugin GA: −CE on the forget set, from a separate package."""
 
     batch_mode = BatchMode.FORGET
@@ -75,7 +75,7 @@ def test_a_broken_plugin_fails_its_own_name_in_one_line_and_nothing_else(site, t
     assert "'broken_one' (plugin broken_plugin:Whatever) failed to import: ModuleNotFoundError" in broken.stderr
     assert list(tmp_path.glob("runs")) == []
     helped = unlearnbench(site, "run", "--method", "rl", "--help", cwd=tmp_path)
-    assert helped.returncode == 0 and "--rl.lr" in helped.stdout
+    assert helped.returncode == 0 and "--rl.optim.lr" in helped.stdout
     unknown = unlearnbench(site, "run", "--method", "nope", cwd=tmp_path)
     assert unknown.returncode == 2 and "plugin_ga" in unknown.stderr and "broken_one" in unknown.stderr
 
@@ -89,7 +89,7 @@ def test_a_plugin_method_runs_beside_a_broken_one(site, tmp_path):
         "plugin_ga",
         "--requests",
         "1",
-        "--plugin_ga.epochs",
+        "--plugin_ga.optim.epochs",
         "1",
         "--recipe",
         '{"epochs": 1}',

@@ -363,7 +363,7 @@ def test_eps_score_on_digits_with_k8_train_seeds_orders_oracles_ga_and_the_pretr
             requests=1,
             train_seed=seed,
             single_shot_every=0,
-            method_args={"lr": GA_TINY_LR, "epochs": 2},
+            method_args={"optim": {"lr": GA_TINY_LR, "epochs": 2}},
         )
         runners.append(Runner(config))
         runners[-1].run()

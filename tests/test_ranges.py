@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-import inspect
-
 import pytest
 
 from unlearnbench.cli import main
-from unlearnbench.ranges import Range, numeric_parameters, valid_ranges
+from unlearnbench.ranges import Range, flat_parameters, groups, numeric_parameters, valid_ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import Float, Int
 
 NUMERIC = [(method, name) for method in METHODS.names() for name in numeric_parameters(METHODS.get(method))]
+
+
+def option(method: str, name: str) -> str:
+    """The command-line option of a hyperparameter named flat: `--salun.optim.lr` for a field of a group."""
+    group = next((g for g, default in groups(METHODS.get(method)).items() if name in vars(default)), None)
+    return f"--{method}.{group}.{name}" if group else f"--{method}.{name}"
 
 
 def _outside(valid: Range, default: object) -> float:
@@ -31,7 +35,7 @@ def test_every_numeric_hyperparameter_has_a_range_holding_its_default(method):
     )
     for name in numeric_parameters(cls):
         assert ranges[name].low is not None or ranges[name].high is not None, f"{method}.{name}: an unbounded range"
-        default = inspect.signature(cls).parameters[name].default
+        default = flat_parameters(cls)[name].default
         assert default is None or ranges[name].contains(default), f"{method}.{name} default {default} outside its range"
 
 
@@ -47,7 +51,7 @@ def test_every_search_space_lies_inside_the_valid_range(method):
 @pytest.mark.parametrize(("method", "name"), NUMERIC, ids=[f"{m}.{n}" for m, n in NUMERIC])
 def test_an_out_of_range_value_is_refused_before_data_loads(method, name, tmp_path, monkeypatch, capsys):
     cls = METHODS.get(method)
-    default = inspect.signature(cls).parameters[name].default
+    default = flat_parameters(cls)[name].default
     bad = _outside(valid_ranges(cls)[name], default if default is not None else 1)
     stream = (cls.streams or ("classwise",))[0]
 
@@ -63,7 +67,7 @@ def test_an_out_of_range_value_is_refused_before_data_loads(method, name, tmp_pa
                 method,
                 "--stream",
                 stream,
-                f"--{method}.{name}",
+                option(method, name),
                 str(bad),
                 "--out",
                 str(tmp_path / "o"),
@@ -101,7 +105,8 @@ def test_method_help_describes_each_hyperparameter_and_its_range(capsys):
         "share of the weights (largest forget-gradient magnitudes) that training may change; valid: 0 < ratio <= 1"
         in out
     )
-    assert "learning rate of the method's optimizer" in out  # the base class's Args, inherited
+    assert "learning rate of the method's optimizer" in out  # the SGD settings' Args, by their group
+    assert "--salun.optim.lr LR" in out and "valid: lr > 0" in out
     assert "<class" not in out
 
 

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from unlearnbench.data.base import Batch
+from unlearnbench.ranges import flat_parameters
 from unlearnbench.registry import METHODS
 from unlearnbench.streams.batches import BatchMode
 
@@ -44,7 +45,7 @@ REFERENCE = {
 
 @pytest.mark.parametrize(("method", "name"), list(REFERENCE))
 def test_default_is_the_reference_value(method, name):
-    default = inspect.signature(METHODS.get(method)).parameters[name].default
+    default = flat_parameters(METHODS.get(method))[name].default  # a group's fields by flat name (lr)
     assert default == REFERENCE[(method, name)]
 
 

@@ -46,7 +46,7 @@ def _results(run_dir: Path) -> tuple[list[dict], dict]:
 
 def _argv(out: Path, store: Path) -> list[str]:
     return [
-        "run", "--method", "salun", "--requests", "2", "--salun.epochs", "2", "--recipe", json.dumps(FAST_RECIPE),
+        "run", "--method", "salun", "--requests", "2", "--salun.optim.epochs", "2", "--recipe", json.dumps(FAST_RECIPE),
         "--out", str(out), "--store", str(store), "--quiet", "true",
     ]  # fmt: skip
 
@@ -111,7 +111,7 @@ def test_killed_anywhere_the_same_command_resumes_to_the_same_result(
 
 def test_divergence_stops_the_run_and_is_recorded(tmp_path, shared_store, capsys):
     argv = [
-        "run", "--method", "ga", "--requests", "3", "--ga.lr", "1e12", "--ga.epochs", "3", "--recipe",
+        "run", "--method", "ga", "--requests", "3", "--ga.optim.lr", "1e12", "--ga.optim.epochs", "3", "--recipe",
         json.dumps(FAST_RECIPE), "--out", str(tmp_path), "--store", str(shared_store), "--quiet", "true",
     ]  # fmt: skip
     assert main(argv) == 3
@@ -201,14 +201,19 @@ def test_two_processes_share_the_store_and_train_each_model_once(tmp_path):
 # ------------------------------------------------------------------------------ bad input: one line, exit 2
 
 #: `unlearnbench run` with the cheapest settings; every case below adds what makes it bad.
-UB = ["run", "--method", "finetune", "--requests", "2", "--finetune.epochs", "1", "--recipe", '{"epochs": 1}']
+UB = ["run", "--method", "finetune", "--requests", "2", "--finetune.optim.epochs", "1", "--recipe", '{"epochs": 1}']
 
 # (case, extra arguments, config file text or None, what the one line must say)
 BAD_RUNS = [
-    ("method epochs -1", ["--finetune.epochs", "-1"], None, "method 'finetune' argument epochs must be >= 1, got -1"),
-    ("method epochs 0", ["--finetune.epochs", "0"], None, "argument epochs must be >= 1, got 0"),
+    (
+        "method epochs -1",
+        ["--finetune.optim.epochs", "-1"],
+        None,
+        "method 'finetune' argument epochs must be >= 1, got -1",
+    ),
+    ("method epochs 0", ["--finetune.optim.epochs", "0"], None, "argument epochs must be >= 1, got 0"),
     ("recipe epochs -1", ["--recipe", '{"epochs": -1}'], None, "recipe key epochs must be >= 1, got -1"),
-    ("method batch_size 0", ["--finetune.batch_size", "0"], None, "argument batch_size must be >= 1, got 0"),
+    ("method batch_size 0", ["--finetune.optim.batch_size", "0"], None, "argument batch_size must be >= 1, got 0"),
     ("recipe batch_size 0", ["--recipe", '{"batch_size": 0}'], None, "recipe key batch_size must be >= 1, got 0"),
     ("recipe epochs ten", ["--recipe", '{"epochs": "ten"}'], None, "recipe key epochs must be a whole number"),
     ("recipe lr nan", ["--recipe", '{"lr": .nan}'], None, "recipe key lr must be finite, got nan"),
@@ -221,7 +226,12 @@ BAD_RUNS = [
     ("size .inf", ["--size", ".inf"], None, "size must be a finite number > 0, got inf"),
     ("size 0", ["--stream", "random", "--size", "0"], None, "size must be a finite number > 0, got 0"),
     ("size 1e-9", ["--stream", "random", "--size", "1e-9"], None, "less than one sample per request; use size >= "),
-    ("config lr .nan", ["--config", "c.yaml"], "finetune:\n  lr: .nan\n", "argument lr must be finite, got nan"),
+    (
+        "config lr .nan",
+        ["--config", "c.yaml"],
+        "finetune:\n  optim: {lr: .nan}\n",
+        "argument lr must be finite, got nan",
+    ),
     ("config not YAML", ["--config", "c.yaml"], "method: [unclosed\n", "cannot read config c.yaml"),
     ("config run: 5", ["--config", "c.yaml"], "run: 5\n", "`run` in config c.yaml must be a mapping"),
     ("config guards: 5", ["--config", "c.yaml"], "guards: 5\n", "`guards` in config c.yaml must be a list of guard"),
@@ -267,8 +277,8 @@ BAD_SUITE_FILES = [
     ("leaderboard is a file", {"leaderboard": "FILE"}, "exists and is not a directory"),
     ("leaderboard is a number", {"leaderboard": 5}, "`leaderboard` must be a folder, or false for none, got 5"),
     ("seeds [-1]", {"seeds": [-1]}, "seed must be a whole number >= 0, got -1"),
-    ("epochs -1", {"methods": [{"finetune": {"epochs": -1}}]}, "argument epochs must be >= 1, got -1"),
-    ("ssd epochs -1", {"methods": [{"ssd": {"epochs": -1}}]}, "method 'ssd' argument epochs must be >= 0, got -1"),
+    ("epochs -1", {"methods": [{"finetune": {"optim": {"epochs": -1}}}]}, "argument epochs must be >= 1, got -1"),
+    ("ssd epochs", {"methods": [{"ssd": {"epochs": 1}}]}, "method 'ssd' has no argument(s) epochs"),  # no gradient step
     ("recipe batch_size 0", {"common": {"recipe": {"epochs": 1, "batch_size": 0}}}, "batch_size must be >= 1"),
     ("precision fp7", {"common": {"precision": "fp7"}}, "unknown precision 'fp7'"),
 ]
@@ -279,7 +289,11 @@ BAD_SUITE_FILES = [
 def test_suite_and_its_check_refuse_what_run_refuses(changes, message, check, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "FILE").write_text("x")
-    suite = {"out": "out", "methods": [{"finetune": {"epochs": 1}}], "common": {"requests": 2, "recipe": {"epochs": 1}}}
+    suite = {
+        "out": "out",
+        "methods": [{"finetune": {"optim": {"epochs": 1}}}],
+        "common": {"requests": 2, "recipe": {"epochs": 1}},
+    }
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(suite | changes))
     with pytest.raises(SystemExit) as exit_info:
         main(["suite", "s.yaml", *(["--check"] if check else [])])
@@ -474,7 +488,7 @@ def test_a_signal_during_a_suite_never_exits_0(finished, tmp_path, monkeypatch, 
     suite = {
         "out": "out",
         "store": str(finished[1]),
-        "methods": [{"finetune": {"epochs": 1}}, {"rl": {"epochs": 1}}],
+        "methods": [{"finetune": {"optim": {"epochs": 1}}}, {"rl": {"optim": {"epochs": 1}}}],
         "common": {"requests": 2, "recipe": {"epochs": 1}},
     }
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(suite))

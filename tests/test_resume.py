@@ -9,7 +9,7 @@ import pytest
 import torch.nn.functional as F
 
 from tests.conftest import tiny_config
-from unlearnbench.methods.base import UnlearningMethod
+from unlearnbench.methods.base import GradientMethod
 from unlearnbench.registry import METHODS
 from unlearnbench.rundir import RunDirectory
 from unlearnbench.runner import Runner
@@ -82,7 +82,7 @@ def test_oracle_none_reports_no_gap(tmp_path, shared_store):
     assert "mean_gap" not in result.summary
 
 
-class TeacherAsSubmodule(UnlearningMethod):
+class TeacherAsSubmodule(GradientMethod):
     """A plugin written the obvious way: its teacher is a registered submodule, copied in prepare."""
 
     batch_mode = BatchMode.PAIRED

@@ -25,7 +25,7 @@ def tiny_suite(tmp_path, **changes) -> dict:
         "out": str(tmp_path / "runs"),
         "store": str(tmp_path / "store"),
         "common": {"requests": 2, "recipe": dict(RECIPE), "logger": "none", "accelerator": "cpu"},
-        "methods": ["finetune", {"ga": {"epochs": 1}}],
+        "methods": ["finetune", {"ga": {"optim": {"epochs": 1}}}],
         "streams": [{"stream": "classwise", "size": 1}],
         "seeds": [0],
     }
@@ -40,7 +40,7 @@ def test_expand_suite_is_an_ordered_grid(tmp_path):
         (stream, seed, method) for stream in ("classwise", "random") for seed in (0, 1) for method in ("finetune", "ga")
     ]
     assert all(c.store == tmp_path / "store" and c.hardware.accelerator == "cpu" for c in configs)
-    assert configs[1].method_args == {"epochs": 1} and configs[0].method_args == {}
+    assert configs[1].method_args == {"optim": {"epochs": 1}} and configs[0].method_args == {}
     assert not (tmp_path / "runs").exists()
 
 
@@ -151,7 +151,10 @@ BAD_SUITES = [
         "cell 3/4 (digits/smallcnn, finetune, classwise, seed 0) is the same run as cell 1",
     ),
     ({"settings": [{"data_dir": "a"}, {"data_dir": "b", "requests": 3}]}, "dataset 'digits' is read from 2 folders"),
-    ({"methods": [{"ga": {"lr": "1e-4"}}]}, "argument lr must be a number, got '1e-4' (YAML reads 1e-4 as text"),
+    (
+        {"methods": [{"ga": {"optim": {"lr": "1e-4"}}}]},
+        "argument lr must be a number, got '1e-4' (YAML reads 1e-4 as text",
+    ),
     (
         {"common": {"dataset": "synthetic_cifar_mini", "recipe": {"epochs": 2}}},
         "no recipe unlearnbench/recipes/synthetic_cifar_mini-smallcnn.yaml",
@@ -199,8 +202,8 @@ def test_a_suite_runs_guarded_methods_beside_unguarded_ones(tmp_path):
     suite = tiny_suite(
         tmp_path,
         methods=[
-            {"finetune": {"epochs": 1}},
-            {"method": "finetune", "args": {"epochs": 1}, "guards": [{"shrink_perturb": {"shrink": 0.5}}]},
+            {"finetune": {"optim": {"epochs": 1}}},
+            {"method": "finetune", "args": {"optim": {"epochs": 1}}, "guards": [{"shrink_perturb": {"shrink": 0.5}}]},
         ],
     )
     configs = expand_suite(suite)

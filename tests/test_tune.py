@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import math
 import os
 import signal
@@ -27,7 +26,9 @@ from unlearnbench.data.base import ImageSplit
 from unlearnbench.data.cache import DatasetCache
 from unlearnbench.data.validation import VALIDATION_FRACTION, validation_indices, validation_view
 from unlearnbench.hparams import hparams_path
+from unlearnbench.methods.base import method_arguments
 from unlearnbench.plan import load_suite
+from unlearnbench.ranges import flat_parameters
 from unlearnbench.registry import METHODS
 from unlearnbench.report.leaderboard import build_leaderboard
 from unlearnbench.rundir import RunDirectory, RunDirectoryMismatchError
@@ -55,7 +56,7 @@ def _accepts(annotation, distribution) -> bool:
 
 def check_search_space(method: str, cls) -> None:
     assert cls.search_space, f"method {method!r} declares no search_space (see unlearnbench/search_space.py)"
-    parameters = inspect.signature(cls).parameters
+    parameters = flat_parameters(cls)  # search spaces name a group's fields flat (lr)
     for name, distribution in cls.search_space.items():
         assert name in parameters, f"{method}: {name} is not an argument of the method"
         assert isinstance(distribution, Float | Int | Categorical)
@@ -77,7 +78,7 @@ def test_every_point_of_a_search_space_builds_the_method(method):
     for _ in range(3):
         trial = study.ask()
         values = {name: d.suggest(trial, name) for name, d in cls.search_space.items()}
-        built = cls(**values)
+        built = cls(**method_arguments(cls, values))
         for name, value in values.items():
             assert built.hparams[name] == value
             assert cls.search_space[name].contains(value)
@@ -267,7 +268,7 @@ def test_hparams_loading_marks_the_identity_and_explicit_values_win(tmp_path, sh
         "study": "s-1", "objective": "mean_gap", "sampler": "tpe", "trials": 3, "best_value": 1.5, "tune_seeds": [100]
     }  # fmt: skip
     assert "-tuned-" in tuned.run_dir.path.name
-    explicit = Runner(finetune_config(tmp_path, shared_store, {"lr": 0.5}, folder))
+    explicit = Runner(finetune_config(tmp_path, shared_store, {"optim": {"lr": 0.5}}, folder))
     assert explicit.method.hparams["lr"] == 0.5 and explicit.method.hparams["epochs"] == 1
     default = Runner(finetune_config(tmp_path, shared_store, {}))
     assert "tuned" not in default.identity and default.run_dir.path != tuned.run_dir.path
@@ -284,7 +285,17 @@ def test_cli_hparams_sets_the_methods_defaults(tmp_path, monkeypatch):
     monkeypatch.setattr(Runner, "run", fake_run)
     with pytest.raises(SystemExit):
         main(
-            ["run", "--method", "finetune", "--hparams", str(folder), "--finetune.epochs", "2", "--out", str(tmp_path)]
+            [
+                "run",
+                "--method",
+                "finetune",
+                "--hparams",
+                str(folder),
+                "--finetune.optim.epochs",
+                "2",
+                "--out",
+                str(tmp_path),
+            ]
         )
     assert seen["hparams"]["lr"] == 0.037 and seen["hparams"]["epochs"] == 2  # tuned value; the explicit one wins
     assert seen["identity"]["tuned"]["study"] == "s-1"

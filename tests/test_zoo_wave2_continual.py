@@ -14,6 +14,7 @@ from unlearnbench.guards import pull_toward, trainable
 from unlearnbench.guards.ewc import EWC
 from unlearnbench.guards.lwf import LwF, lwf_distillation
 from unlearnbench.guards.mas import MAS, mas_importance
+from unlearnbench.methods.base import SGDSettings
 from unlearnbench.methods.finetune import FineTune
 from unlearnbench.methods.jit import JiT
 from unlearnbench.methods.lfssd import output_norm_importances
@@ -22,6 +23,7 @@ from unlearnbench.methods.mahalanobis import mahalanobis, shrunk_precision, tuke
 from unlearnbench.methods.rum import RUM
 from unlearnbench.methods.sfron import saliency_mask
 from unlearnbench.methods.ssd import dampen
+from unlearnbench.ranges import flat_parameters
 from unlearnbench.registry import GUARDS, METHODS
 from unlearnbench.streams.base import RequestStream
 from unlearnbench.training import build_model
@@ -36,7 +38,9 @@ def stream(digits):
 
 def _method(stream) -> FineTune:
     torch.manual_seed(0)
-    return FineTune(batch_size=128).attach(build_model("smallcnn", stream.dataset), stream.dataset.num_classes)
+    return FineTune(optim=SGDSettings(batch_size=128)).attach(
+        build_model("smallcnn", stream.dataset), stream.dataset.num_classes
+    )
 
 
 def test_ewc_penalty_is_zero_at_the_previous_weights_and_its_gradient_is_pulled(stream):
@@ -226,7 +230,7 @@ REFERENCE_DEFAULTS = [
 
 @pytest.mark.parametrize(("name", "values"), REFERENCE_DEFAULTS)
 def test_method_defaults_are_the_cited_reference_values(name, values):
-    parameters = inspect.signature(METHODS.get(name)).parameters
+    parameters = flat_parameters(METHODS.get(name))  # a group's fields by flat name (lr)
     assert {key: parameters[key].default for key in values} == values
 
 

@@ -2,16 +2,18 @@
 
 A method's hyperparameters are a group named after the method, read from its `__init__`
 signature: `unlearnbench run --method salun --salun.ratio 0.3`, or in a `--config` YAML file
-`salun: {ratio: 0.3}`. Bad input is one line on stderr and exit code 2, before anything is written.
+`salun: {ratio: 0.3}`; a gradient method's SGD settings are a group of their own,
+`--salun.optim.lr 0.1` (YAML `salun: {optim: {lr: 0.1}}`). Bad input is one line on stderr and
+exit code 2, before anything is written.
 Exit codes are decided in `main` alone: `ConfigError` (every bad input and damaged file derives from
 it) is 2, a SIGINT/SIGTERM (`Interrupted`) 128 + the signal, a failed write 1, divergence 3.
 """
 
 from __future__ import annotations
 
-import inspect
 import sys
 import warnings
+from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -257,8 +259,9 @@ def run_parser(
 
 
 def _add_method_arguments(parser: ArgumentParser, method: str) -> None:
-    """`--<method>.<argument>`, described by the method's docstring (`Args:`), each with its valid range."""
-    from unlearnbench.ranges import valid_ranges
+    """`--<method>.<argument>` (a group's fields `--<method>.optim.<setting>`), described by the method's docstring
+    (`Args:`; a group's by its class's), each with its valid range (named flat: `lr`)."""
+    from unlearnbench.ranges import groups, valid_ranges
     from unlearnbench.registry import METHODS
 
     cls = METHODS.get(method)
@@ -266,6 +269,7 @@ def _add_method_arguments(parser: ArgumentParser, method: str) -> None:
     ranges = valid_ranges(cls)
     for action in parser._actions:  # jsonargparse offers no public way to extend a generated help line
         name = action.dest.removeprefix(f"{method}.")
+        name = next((name.removeprefix(f"{g}.") for g in groups(cls) if name.startswith(f"{g}.")), name)
         if action.dest.startswith(f"{method}.") and name in ranges:
             action.help = f"{(action.help or '').rstrip('.')}; valid: {ranges[name].describe(name)}".lstrip("; ")
 
@@ -294,7 +298,7 @@ def run_config(args) -> RunConfig:
         single_shot_every=args.single_shot_every,
         oracle_seeds=args.oracle_seeds,
         mia_protocol=args.mia_protocol,
-        method_args=dict(args.get(args.method) or {}),
+        method_args=_group(args, args.method),
         guards=list(args.guards),
         guard_args={guard: dict(args.get(guard) or {}) for guard in args.guards},
         recipe=dict(args.recipe),
@@ -309,7 +313,7 @@ def run_config(args) -> RunConfig:
 
 
 def _group(args, name: str) -> dict:
-    """A nested group of parsed options (`dataset_args`, `arch_args`) as a plain dict; empty when absent."""
+    """A nested group of parsed options (`dataset_args`, a method's) as a plain dict (its groups too); empty when absent."""
     group = args.get(name)
     return dict(group.as_dict() if hasattr(group, "as_dict") else group or {})
 
@@ -327,19 +331,36 @@ def parse_run_args(argv: list[str]):
     for guard in guards:
         if guard not in GUARDS:
             raise UsageError(f"unknown guard {guard!r}; choose one of: {', '.join(GUARDS.names())}")
+    if method is not None:
+        _refuse_retired_spellings(argv, method)
     argv = _argument_groups(argv)
     parser = run_parser(method, guards, _chosen(argv, "dataset") or "digits", _chosen(argv, "arch") or "smallcnn")
     try:
         args = parser.parse_args(argv)
         if args.hparams is not None:  # tuned values become the method's defaults; explicit arguments still win
-            tuned = _tuned_defaults(args)
-            parser.set_defaults({f"{args.method}.{name}": value for name, value in tuned.items()})
+            parser.set_defaults(_tuned_defaults(args))
             args = parser.parse_args(argv)
     except JsonArgumentError as error:
         raise UsageError(str(error)) from error
     except KeyError as error:
         raise UsageError(str(error).strip("'\"")) from error
     return args
+
+
+def _refuse_retired_spellings(argv: list[str], method: str) -> None:
+    """`--salun.lr` and a config's `salun: {lr: ...}`, the spellings before the SGD settings were a group: one
+    line naming `--salun.optim.lr`, before anything is parsed or loaded."""
+    from unlearnbench.methods.base import check_method_arguments
+    from unlearnbench.ranges import groups
+    from unlearnbench.registry import METHODS
+
+    cls = METHODS.get(method)
+    settings = {field for default in groups(cls).values() for field in asdict(default)}
+    given = [arg.removeprefix(f"--{method}.").split("=", 1)[0] for arg in argv if arg.startswith(f"--{method}.")]
+    for path in _config_paths(argv):
+        section = _read_config(path).get(method)
+        given += list(section) if isinstance(section, dict) else []
+    check_method_arguments(method, cls, {name: None for name in given if name in settings})
 
 
 def cmd_run(argv: list[str]) -> int:
@@ -378,13 +399,22 @@ def cmd_run(argv: list[str]) -> int:
 def _tuned_defaults(args) -> dict:
     from unlearnbench.config import ConfigError
     from unlearnbench.hparams import load_tuned
+    from unlearnbench.methods.base import method_arguments
+    from unlearnbench.ranges import flat_parameters
     from unlearnbench.registry import METHODS
 
     values = load_tuned(args.hparams, args.dataset, args.arch, args.stream, args.method)["hparams"]
-    unknown = sorted(set(values) - set(inspect.signature(METHODS.get(args.method)).parameters))
+    cls = METHODS.get(args.method)
+    unknown = sorted(set(values) - set(flat_parameters(cls)))
     if unknown:
         raise ConfigError(f"tuned file for {args.method} sets {', '.join(unknown)}, which it has no argument for")
-    return values
+    defaults = {}
+    for name, value in method_arguments(cls, values).items():
+        if is_dataclass(value):  # a group: one option per field (`lr` -> `salun.optim.lr`)
+            defaults |= {f"{args.method}.{name}.{field}": v for field, v in asdict(value).items()}
+        else:
+            defaults[f"{args.method}.{name}"] = value
+    return defaults
 
 
 def cmd_list(argv: list[str]) -> int:

@@ -14,7 +14,8 @@ from typing import Literal
 
 from unlearnbench.data.cache import check_dataset_args
 from unlearnbench.errors import ConfigError, DamagedFileError
-from unlearnbench.ranges import check_ranges
+from unlearnbench.methods.base import check_method_arguments, flat_arguments, method_arguments
+from unlearnbench.ranges import check_ranges, flat_parameters
 from unlearnbench.registry import ARCHS, DATASETS, GUARDS, LOGGERS, METHODS, STREAMS, UnknownNameError
 from unlearnbench.streams.kinds import StreamError
 from unlearnbench.training import Recipe, check_arch_args
@@ -145,13 +146,7 @@ class RunConfig:
                 f"method {self.method!r} serves only {', '.join(served)} streams, not {self.stream!r}; "
                 f"choose --stream {served[0]}"
             )
-        accepted = inspect.signature(METHODS.get(self.method)).parameters
-        unknown = sorted(set(self.method_args) - set(accepted))
-        if unknown:
-            raise ConfigError(
-                f"method {self.method!r} has no argument(s) {', '.join(unknown)}; its arguments are: "
-                f"{', '.join(accepted)}"
-            )
+        check_method_arguments(self.method, METHODS.get(self.method), self.method_args)
         self._validate_guards()
         self.tuned()  # a missing or malformed tuned file fails here, before anything is loaded
         self._validate_numbers()
@@ -192,10 +187,10 @@ class RunConfig:
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
         method = METHODS.get(self.method)
-        defaults = {name: p.default for name, p in inspect.signature(method).parameters.items()}
-        check_numbers(self.method_args, defaults, f"method {self.method!r} argument")
+        defaults = {name: p.default for name, p in flat_parameters(method).items()}
+        check_numbers(flat_arguments(method, self.method_args), defaults, f"method {self.method!r} argument")
         check_ranges(method, self.resolved_method_args(), f"method {self.method!r} argument")
-        check_numbers(self.recipe, Recipe().as_dict(), "recipe key", zero_epochs=False)
+        check_numbers(self.recipe, Recipe().as_dict(), "recipe key")
         for guard, args in self.guard_args.items():
             defaults = {name: p.default for name, p in inspect.signature(GUARDS.get(guard)).parameters.items()}
             check_numbers(args, defaults, f"guard {guard!r} argument")
@@ -215,9 +210,14 @@ class RunConfig:
         return load_tuned(self.hparams, self.dataset, self.arch, self.stream, self.method) if self.hparams else None
 
     def resolved_method_args(self) -> dict:
-        """The method's arguments: tuned values (with `hparams`), overridden by those given explicitly."""
+        """The method's hyperparameters by flat name (`lr`, as tuned files name them): tuned values (with
+        `hparams`), overridden by those given explicitly (where a group's fields are nested: `optim: {lr: ...}`)."""
         tuned = self.tuned()
-        return {**(tuned["hparams"] if tuned else {}), **self.method_args}
+        return {**(tuned["hparams"] if tuned else {}), **flat_arguments(METHODS.get(self.method), self.method_args)}
+
+    def method_kwargs(self) -> dict:
+        """The method's keyword arguments (`resolved_method_args` with the SGD settings gathered into `optim`)."""
+        return method_arguments(METHODS.get(self.method), self.resolved_method_args())
 
     def oracle_at(self, t: int) -> bool:
         """Whether request t is scored against an oracle (retrained at t = K, 2K, ... and T)."""
@@ -383,18 +383,16 @@ def _valid_devices(devices: object) -> bool:
     return text in ("auto", "-1") or ("," in text and bool(ids) and all(part.isdigit() for part in ids))
 
 
-#: Hyperparameters that count something: at least 1 (a batch of 0, a fit of no step); `epochs` may be 0 where the
-#: default is 0 (SSD takes no step), never negative (Lightning reads -1 as "train forever").
+#: Hyperparameters that count something: at least 1 (a batch of 0, a fit of no step; Lightning reads epochs -1 as
+#: "train forever").
 COUNT_NAMES = ("epochs", "batch_size", "steps")
 
 
-def check_numbers(values: dict, defaults: dict, what: str, zero_epochs: bool = True) -> None:
+def check_numbers(values: dict, defaults: dict, what: str) -> None:
     """A number where the default is a number (finite), a flag where it is a flag, counts in range.
 
     YAML reads `1e-4` (no dot) and `1.0e4` (no exponent sign) as text; uncaught, such a value
     fails only when unlearning starts, after the pretrained model and the oracles were trained.
-    `zero_epochs`: whether `epochs: 0` is allowed where the default is 0 (method arguments; a
-    recipe always trains).
     """
     for name, value in values.items():
         default = defaults.get(name)
@@ -411,7 +409,5 @@ def check_numbers(values: dict, defaults: dict, what: str, zero_epochs: bool = T
             raise ConfigError(f"{what} {name} must be {expected}, got {value!r}{hint}")
         if not math.isfinite(value):
             raise ConfigError(f"{what} {name} must be finite, got {value!r}")
-        if name in COUNT_NAMES and not isinstance(default, bool):
-            least = 0 if (zero_epochs and name == "epochs" and default == 0) else 1
-            if value < least:
-                raise ConfigError(f"{what} {name} must be >= {least}, got {value!r}")
+        if name in COUNT_NAMES and not isinstance(default, bool) and value < 1:
+            raise ConfigError(f"{what} {name} must be >= 1, got {value!r}")

@@ -12,9 +12,11 @@ provenance: {study: ..., storage: ..., sampler: tpe, objective: mean_gap, trials
              pruned: 1, best_value: 1.93, budget: {...}, tune_seeds: [100, 101], version: ...}
 ```
 
-Reading a file needs neither Optuna nor the study: a run depends on the file alone. A tuned run's
-identity carries `marker(provenance)`, so its run directory, its hash and its leaderboard row
-differ from the same method's default run.
+Hyperparameters are named flat, as search spaces name them (`lr`, not the command line's
+`optim.lr`); `methods.base.method_arguments` gathers a gradient method's SGD settings into its
+`optim` group. Reading a file needs neither Optuna nor the study: a run depends on the file
+alone. A tuned run's identity carries `marker(provenance)`, so its run directory, its hash and
+its leaderboard row differ from the same method's default run.
 """
 
 from __future__ import annotations

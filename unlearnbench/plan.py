@@ -340,7 +340,7 @@ def resolve_run(config: RunConfig) -> tuple[dict, Path]:
     config.validate()  # names, numbers, hardware and, for datasets of known size, the stream's sizes
     method_class = METHODS.get(config.method)
     try:
-        method = method_class(**config.resolved_method_args())
+        method = method_class(**config.method_kwargs())
     except (TypeError, ValueError) as error:
         raise ConfigError(f"invalid arguments for method {config.method!r}: {error}") from error
     recipe = _recipe(config)

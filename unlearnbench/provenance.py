@@ -55,9 +55,12 @@ def method_code(cls: type, base: type) -> dict:
     """The code a method runs: its package and version, and a hash of the source of every module defining it.
 
     The modules are those of `cls` and of its ancestors below `base` (SalUn's includes RL's module,
-    whose training it reuses); `base`, the framework, is the package version's business.
+    whose training it reuses); `base`'s module, the framework (`GradientMethod` too), is the package
+    version's business.
     """
-    modules = sorted({klass.__module__ for klass in cls.__mro__ if issubclass(klass, base) and klass is not base})
+    modules = sorted(
+        {klass.__module__ for klass in cls.__mro__ if issubclass(klass, base) and klass.__module__ != base.__module__}
+    )
     digest = hashlib.sha256()
     try:
         for name in modules:

@@ -1,8 +1,9 @@
 """Valid ranges of method hyperparameters: what a run accepts, refused before anything is loaded.
 
 A method declares `valid_ranges = ranges(ratio=Range(0, 1, low_open=True))` beside its `__init__`;
-the ranges of its base classes apply too (`UnlearningMethod` declares lr, epochs, batch_size,
-momentum and weight_decay once for every method). Validity is not the search space
+the ranges of its base classes apply too (`GradientMethod` declares those of the SGD settings,
+lr, epochs, batch_size, momentum and weight_decay, once for every gradient method). Ranges name a
+group's fields flat (`lr`, not `optim.lr`), as tuned files and the run identity do. Validity is not the search space
 (`search_space.py`): `--salun.ratio 0.95` is a valid run that `unlearnbench tune` never proposes,
 while `--salun.ratio 1.5` is no SalUn at all (it crashed at request 1, after pretraining, before
 ranges existed). A registry-wide test checks that every numeric hyperparameter of every method has
@@ -12,6 +13,7 @@ prints each range after the hyperparameter's description.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import math
 from collections.abc import Mapping
@@ -69,10 +71,33 @@ def valid_ranges(cls: type) -> dict[str, Range]:
     return merged
 
 
-def numeric_parameters(cls: type) -> list[str]:
-    """`__init__` arguments whose value is a number: a numeric default (a flag is no number) or a numeric type."""
-    names = []
+def groups(cls: type) -> dict[str, object]:
+    """`cls`'s argument groups: name -> the class's default (a dataclass), e.g. {"optim": SGDSettings(lr=0.013)}."""
+    return {
+        name: p.default for name, p in inspect.signature(cls).parameters.items() if dataclasses.is_dataclass(p.default)
+    }
+
+
+def flat_parameters(cls: type) -> dict[str, inspect.Parameter]:
+    """`cls.__init__`'s parameters by flat name: a group (an argument whose default is a dataclass, a gradient
+    method's `optim`) is replaced by its fields, each with the group default's value as its default."""
+    flat = {}
     for name, parameter in inspect.signature(cls).parameters.items():
+        if not dataclasses.is_dataclass(parameter.default):
+            flat[name] = parameter
+            continue
+        for field in dataclasses.fields(parameter.default):
+            default = getattr(parameter.default, field.name)
+            flat[field.name] = inspect.Parameter(
+                field.name, parameter.KEYWORD_ONLY, default=default, annotation=field.type
+            )
+    return flat
+
+
+def numeric_parameters(cls: type) -> list[str]:
+    """Hyperparameters (flat names) whose value is a number: a numeric default (a flag is no number) or a numeric type."""
+    names = []
+    for name, parameter in flat_parameters(cls).items():
         default, annotation = parameter.default, str(parameter.annotation)
         numeric_default = isinstance(default, int | float) and not isinstance(default, bool)
         if numeric_default or (default is None and any(kind in annotation for kind in ("int", "float"))):

@@ -122,7 +122,7 @@ class Runner:
         except StreamError as error:
             raise ConfigError(str(error)) from error
         try:
-            self.method: UnlearningMethod = METHODS.get(config.method)(**config.resolved_method_args())
+            self.method: UnlearningMethod = METHODS.get(config.method)(**config.method_kwargs())
         except (TypeError, ValueError) as error:
             raise ConfigError(f"invalid arguments for method {config.method!r}: {error}") from error
         try:  # plasticity guards: callbacks of every unlearning fit, their state saved with the method's
@@ -267,7 +267,7 @@ class Runner:
             guard.before_request(method, view)
         method.prepare(request.public(), view)
         prepare_s = time.perf_counter() - start
-        self.stream.configure_batches(method.batch_mode, method.hparams.batch_size)
+        self.stream.configure_batches(method.batch_mode, method.batch_size)
 
         monitor = DivergenceMonitor()
 
@@ -303,7 +303,7 @@ class Runner:
         method does to this request when it is the first one it serves.
         """
         config = self.config
-        method = METHODS.get(config.method)(**config.resolved_method_args())
+        method = METHODS.get(config.method)(**config.method_kwargs())
         guards = build_guards(config.guards, config.guard_args)
         method.attach(self.pretrained_model(), self.dataset.num_classes).to(self.eval_device)
         label = f"single-shot {request.t}/{config.requests}"

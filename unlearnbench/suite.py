@@ -27,8 +27,8 @@ settings:                  # default: one setting, `common` itself
   - {hparams: tuned/cpu}                   # the same grid with tuned values: default and tuned rows side by side
 methods:                   # a name, or {name: {hyperparameters}}; a name may appear twice
   - finetune
-  - ga: {epochs: 3, lr: 0.005}
-  - {method: rl, args: {lr: 0.02}, guards: [{shrink_perturb: {shrink: 0.5}}]}  # long form: own guards
+  - ga: {optim: {epochs: 3, lr: 0.005}}
+  - {method: rl, args: {optim: {lr: 0.02}}, guards: [{shrink_perturb: {shrink: 0.5}}]}  # long form: own guards
 streams:                   # a kind, or {stream: kind, size: ..., requests: ...} (overrides both)
   - {stream: classwise, size: 1}
   - {stream: random, size: 0.05}

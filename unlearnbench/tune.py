@@ -55,6 +55,7 @@ from unlearnbench.evaluation.keys import GAP, gap_keys
 from unlearnbench.evaluation.scoring import avg_gap
 from unlearnbench.hparams import hparams_path
 from unlearnbench.io import write_text_atomic
+from unlearnbench.methods.base import method_arguments
 from unlearnbench.registry import DATASETS, METHODS, STREAMS
 from unlearnbench.search_space import Distribution, Int, sample
 from unlearnbench.streams.base import StreamError
@@ -196,7 +197,7 @@ class TuneSpec:
             requests=self.requests,
             size=self.size,
             seed=seed,
-            method_args=dict(values),
+            method_args=method_arguments(METHODS.get(self.method), values),  # flat names -> the SGD group
             recipe=dict(self.recipe),
             out=self.out / "trials" / self.study_name(),
             store=self.store if self.store is not None else self.out / "store",

@@ -15,7 +15,7 @@ from unlearnbench.streams.base import StreamView
 def retain_batches(method: nn.Module, data: StreamView):
     """The current retain set in eval-transform minibatches of the method's batch size, on the model's device."""
     device = next(method.model.parameters()).device
-    for batch in data.loader("retain", batch_size=method.hparams.batch_size):
+    for batch in data.loader("retain", batch_size=method.batch_size):
         yield batch._replace(x=batch.x.to(device), y=batch.y.to(device))
 
 

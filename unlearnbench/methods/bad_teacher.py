@@ -6,7 +6,7 @@ import torch
 from torch import Tensor
 
 from unlearnbench.data.base import Batch
-from unlearnbench.methods.base import AdamOptimizer, UnlearningMethod
+from unlearnbench.methods.base import AdamOptimizer, GradientMethod, SGDSettings
 from unlearnbench.methods.distill import Teacher, distill_kl, reinitialized
 from unlearnbench.ranges import FRACTION, POSITIVE, ranges
 from unlearnbench.registry import METHODS
@@ -16,7 +16,7 @@ from unlearnbench.streams.batches import BatchMode
 
 
 @METHODS.register("bad_teacher")
-class BadTeacher(AdamOptimizer, UnlearningMethod):
+class BadTeacher(AdamOptimizer, GradientMethod):
     """Bad Teacher: KL to an incompetent teacher on forget, to a competent one on retain (Chundawat et al., AAAI 2023).
 
     "Can Bad Teaching Induce Forgetting?". The competent teacher is a frozen copy of the model before the request; the
@@ -45,13 +45,9 @@ class BadTeacher(AdamOptimizer, UnlearningMethod):
         self,
         retain_fraction: float = 0.3,
         temperature: float = 1.0,
-        lr: float = 1e-4,
-        epochs: int = 1,
-        batch_size: int = 256,
-        momentum: float = 0.9,
-        weight_decay: float = 0.0,
+        optim: SGDSettings = SGDSettings(lr=1e-4, epochs=1, weight_decay=0.0),
     ):
-        super().__init__(lr, epochs, batch_size, momentum, weight_decay)
+        super().__init__(optim=optim)
         self.competent: Teacher | None = None
         self.incompetent: Teacher | None = None
         self.retain_sample = torch.zeros(0, dtype=torch.long)

@@ -1,17 +1,22 @@
-"""`UnlearningMethod`: the LightningModule every unlearning method subclasses.
+"""`UnlearningMethod`, the LightningModule every unlearning method subclasses, and `GradientMethod`.
 
 A method declares its hyperparameters as typed `__init__` arguments (defaults from its reference
-implementation; the CLI and configs override them), picks a `BatchMode`, and implements
-`loss(batch)`. It may override `prepare(request, data)` for work done once per request (a saliency
-mask, a teacher copy) and `after_step()` (re-apply a mask). A method that is not a gradient loop
-over data overrides `unlearn(fit)` instead. The training loop is Lightning's, never the method's,
-and the runner treats every method the same way.
+implementation; the CLI and configs override them), picks a `BatchMode`, and serves each request:
+`prepare(request, data)` for work done once per request (a saliency mask, a teacher copy), then
+`unlearn(fit)`. A method that trains by gradient steps subclasses `GradientMethod`, which takes the
+SGD settings as one typed group (`optim: SGDSettings`), implements `loss(batch)` and may override
+`after_step()` (re-apply a mask); `fit(epochs)` runs Lightning's loop. A method that is no gradient
+loop over data (a weight edit, LOFT's subspace) subclasses `UnlearningMethod` and overrides
+`unlearn(fit)`. The training loop is Lightning's, never the method's, and the runner treats every
+method the same way.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import asdict, dataclass, fields, is_dataclass, replace
 from typing import ClassVar
 
 import lightning as L
@@ -21,7 +26,7 @@ from torch import Tensor, nn
 from unlearnbench.data.base import Batch
 from unlearnbench.errors import ConfigError
 from unlearnbench.methods.gradients import on_device
-from unlearnbench.ranges import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Range, ranges
+from unlearnbench.ranges import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Range, groups, ranges
 from unlearnbench.search_space import Distribution
 from unlearnbench.streams.base import StreamView, UnlearningRequest
 from unlearnbench.streams.batches import BatchMode
@@ -31,28 +36,24 @@ class ResumeStateError(ConfigError):
     """A saved method state that the method cannot take back (its code changed since it was saved)."""
 
 
-class UnlearningMethod(L.LightningModule):
-    """Base class: SGD with momentum over the model's trainable parameters, constant learning rate.
+@dataclass(frozen=True)
+class SGDSettings:
+    """The optimizer settings of a gradient method: `--<method>.optim.lr`, YAML `<method>: {optim: {lr: ...}}`.
+
+    A method's own defaults are its group default (`optim: SGDSettings = SGDSettings(lr=0.013)`, each
+    value citing its source); a value given overrides that default field by field. Tuned files, search
+    spaces, valid ranges and the run identity name the fields flat (`lr`), as before the group existed,
+    so the studies, tuned files and run directories made then are still found.
 
     Args:
         lr: learning rate of the method's optimizer (SGD unless the method says otherwise).
-        epochs: passes over the request's batches (a method that takes no step ignores it).
+        epochs: passes over the request's batches.
         batch_size: samples per batch of the request's loaders.
-        momentum: SGD momentum (unused by methods that use Adam or take no step).
-        weight_decay: SGD weight decay (L2 penalty on the trained parameters).
+        momentum: SGD momentum (unused by methods that use Adam).
+        weight_decay: weight decay (L2 penalty on the trained parameters).
     """
 
-    batch_mode: ClassVar[BatchMode] = BatchMode.RETAIN
-    #: False for methods that do not update the model by gradient steps (LOFT): guards refuse them.
-    trains_by_gradient: ClassVar[bool] = True
-    #: The stream kinds the method serves (None: every kind); a run on another kind is refused, as bad
-    #: input, before any data is loaded (UNSIR learns noise per forgotten class: class-wise only).
-    streams: ClassVar[tuple[str, ...] | None] = None
-    #: What `unlearnbench tune` may vary: `__init__` argument -> a `search_space` record (Float, Int,
-    #: Categorical). Every registered method declares one; the registry-wide test refuses a method without.
-    search_space: ClassVar[Mapping[str, Distribution] | None] = None
-    #: Valid values of the `__init__` arguments (`ranges.Range`); a subclass declares its own arguments only,
-    #: its bases' ranges apply too. A run outside them is refused before any data is loaded.
+    #: What each setting accepts; a run outside them is refused before any data is loaded.
     valid_ranges: ClassVar[Mapping[str, Range]] = ranges(
         lr=POSITIVE,
         epochs=AT_LEAST_ONE,
@@ -61,18 +62,45 @@ class UnlearningMethod(L.LightningModule):
         weight_decay=NON_NEGATIVE,
     )
 
-    def __init__(
-        self,
-        lr: float = 0.01,
-        epochs: int = 10,
-        batch_size: int = 256,
-        momentum: float = 0.9,
-        weight_decay: float = 5e-4,
-    ):
+    lr: float = 0.01
+    epochs: int = 10
+    batch_size: int = 256
+    momentum: float = 0.9
+    weight_decay: float = 5e-4
+
+
+class UnlearningMethod(L.LightningModule):
+    """Base class: serves one request at a time, reading the request's data in batches of `batch_size`.
+
+    `hparams` records the hyperparameters by flat name (a group's fields in place of the group), as the
+    run identity and tuned files name them. Every method reads data in batches, so every method has a
+    `batch_size` hyperparameter: a gradient method's comes with its SGD settings, any other method
+    declares its own.
+    """
+
+    batch_mode: ClassVar[BatchMode] = BatchMode.RETAIN
+    #: False for methods that do not update the model by gradient steps (LOFT): guards refuse them.
+    trains_by_gradient: ClassVar[bool] = True
+    #: The stream kinds the method serves (None: every kind); a run on another kind is refused, as bad
+    #: input, before any data is loaded (UNSIR learns noise per forgotten class: class-wise only).
+    streams: ClassVar[tuple[str, ...] | None] = None
+    #: What `unlearnbench tune` may vary: flat hyperparameter name -> a `search_space` record (Float, Int,
+    #: Categorical). Every registered method declares one; the registry-wide test refuses a method without.
+    search_space: ClassVar[Mapping[str, Distribution] | None] = None
+    #: Valid values of the hyperparameters by flat name (`ranges.Range`); a subclass declares its own arguments
+    #: only, its bases' ranges apply too. A run outside them is refused before any data is loaded.
+    valid_ranges: ClassVar[Mapping[str, Range]] = ranges(batch_size=AT_LEAST_ONE)
+
+    def __init__(self):
         super().__init__()
         self.save_hyperparameters()
         self.model: nn.Module | None = None
         self.num_classes = 0
+
+    @property
+    def batch_size(self) -> int:
+        """Samples per batch of the request's loaders (the runner's and the guards' batches)."""
+        return self.hparams.batch_size
 
     def attach(self, model: nn.Module, num_classes: int) -> UnlearningMethod:
         """Give the method the model it will unlearn from (the pretrained model before request 1)."""
@@ -94,7 +122,7 @@ class UnlearningMethod(L.LightningModule):
 
     def unlearn(self, fit: Callable[[int], None]) -> None:
         """Serve the current request; `fit(epochs)` runs Lightning's loop over the request's batches."""
-        fit(self.hparams.epochs)
+        raise NotImplementedError(f"{type(self).__name__} must implement unlearn(fit), or subclass GradientMethod")
 
     def resume_state(self) -> dict[str, Tensor]:
         """What a resumed run needs after request t: the model, and what the method keeps across requests.
@@ -127,6 +155,28 @@ class UnlearningMethod(L.LightningModule):
     def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
         self.after_step()
 
+
+class GradientMethod(UnlearningMethod):
+    """A method trained by gradient steps: SGD with momentum over the model's trainable parameters, constant lr.
+
+    Its optimizer settings are one group, `optim` (`SGDSettings`), passed by keyword; a subclass gives
+    its reference's values as the group default and never repeats the settings as arguments of its own.
+
+    Args:
+        optim: the optimizer settings (learning rate, epochs, batch size, momentum, weight decay).
+    """
+
+    valid_ranges = SGDSettings.valid_ranges
+
+    def __init__(self, optim: SGDSettings = SGDSettings()):
+        super().__init__()
+        self.optim = optim
+        self.hparams.pop("optim")
+        self.hparams.update(asdict(optim))
+
+    def unlearn(self, fit: Callable[[int], None]) -> None:
+        fit(self.optim.epochs)
+
     def manual_step(self, loss: Tensor, adjust_gradients: Callable[[], None] | None = None) -> None:
         """One optimizer step on `loss`, for a method with `automatic_optimization = False`.
 
@@ -142,25 +192,84 @@ class UnlearningMethod(L.LightningModule):
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.SGD(
             [p for p in self.model.parameters() if p.requires_grad],
-            lr=self.hparams.lr,
-            momentum=self.hparams.momentum,
-            weight_decay=self.hparams.weight_decay,
+            lr=self.optim.lr,
+            momentum=self.optim.momentum,
+            weight_decay=self.optim.weight_decay,
+        )
+
+
+def method_arguments(cls: type, flat: Mapping[str, object]) -> dict:
+    """Hyperparameters by flat name (`lr`, `ratio`: tuned files, search spaces) as `cls`'s keyword arguments.
+
+    A group's fields are gathered into the group, over the class's own group default: `{"lr": 0.1}` gives
+    SalUn `optim=SGDSettings(lr=0.1, ...)` with SalUn's other settings. Any other name passes through.
+    """
+    owner = {field.name: group for group, default in groups(cls).items() for field in fields(default)}
+    arguments, grouped = {}, {}
+    for name, value in flat.items():
+        if name in owner:
+            grouped.setdefault(owner[name], {})[name] = value
+        else:
+            arguments[name] = value
+    return arguments | {group: replace(groups(cls)[group], **values) for group, values in grouped.items()}
+
+
+def flat_arguments(cls: type, arguments: Mapping[str, object]) -> dict:
+    """The inverse of `method_arguments`: a group's values (a mapping or the dataclass itself) flattened in."""
+    flat = {}
+    for name, value in arguments.items():
+        if name in groups(cls) and (isinstance(value, Mapping) or is_dataclass(value)):
+            flat.update(asdict(value) if is_dataclass(value) else value)
+        else:
+            flat[name] = value
+    return flat
+
+
+def check_method_arguments(method: str, cls: type, arguments: Mapping[str, object]) -> None:
+    """ConfigError, one line naming the fix, for an argument `cls` does not take (as a user spelled it, nested).
+
+    A group's field given at the method level (`lr`, the spelling before the SGD settings were a group)
+    is refused with the group's spelling (`--salun.optim.lr`).
+    """
+    accepted = inspect.signature(cls).parameters
+    for group, default in groups(cls).items():
+        settings = [field.name for field in fields(default)]
+        moved = [name for name in arguments if name in settings]
+        if moved:
+            name = moved[0]
+            raise ConfigError(
+                f"method {method!r} takes {name} among its {group} settings: write --{method}.{group}.{name} "
+                f"(YAML: {method}: {{{group}: {{{name}: ...}}}}), not --{method}.{name}"
+            )
+        given = arguments.get(group)
+        if given is None:
+            continue
+        if not (isinstance(given, Mapping) or is_dataclass(given)):
+            raise ConfigError(f"{group} of method {method!r} must be a mapping of {', '.join(settings)}, got {given!r}")
+        unknown = sorted(set(asdict(given) if is_dataclass(given) else given) - set(settings))
+        if unknown:
+            raise ConfigError(
+                f"{group} of method {method!r} has no setting(s) {', '.join(unknown)}; its settings are: "
+                f"{', '.join(settings)}"
+            )
+    unknown = sorted(set(arguments) - set(accepted))
+    if unknown:
+        raise ConfigError(
+            f"method {method!r} has no argument(s) {', '.join(unknown)}; its arguments are: {', '.join(accepted)}"
         )
 
 
 class WeightEdit(UnlearningMethod):
     """A method that edits the weights once per request from statistics of the data, with no optimizer.
 
-    It takes `batch_size` (of the loaders it reads) only: the optimizer settings are dropped from
-    its hyperparameters. `prepare` keeps the request and its view for `unlearn` to read.
+    It takes no optimizer settings, only `batch_size` (of the loaders it reads). `prepare` keeps the
+    request and its view for `unlearn` to read.
     """
 
     trains_by_gradient = False
 
     def __init__(self, batch_size: int = 64):
-        super().__init__(batch_size=batch_size)
-        for unused in ("epochs", "lr", "momentum", "weight_decay"):
-            self.hparams.pop(unused)
+        super().__init__()
         self.request: UnlearningRequest | None = None
         self.data: StreamView | None = None
 
@@ -169,7 +278,7 @@ class WeightEdit(UnlearningMethod):
 
     def batches(self, which: str, indices=None) -> Iterator[Batch]:
         """The request's `which` set (or its `indices`) in unshuffled batches of `batch_size`, on the model's device."""
-        loader = self.data.loader(which, batch_size=self.hparams.batch_size, indices=indices)
+        loader = self.data.loader(which, batch_size=self.batch_size, indices=indices)
         return on_device(loader, next(self.model.parameters()).device)
 
 
@@ -189,10 +298,10 @@ class ClipsGradientNorm:
 
 
 class AdamOptimizer:
-    """Mixin for a method whose reference trains with Adam over every parameter (`momentum` is unused)."""
+    """Mixin for a `GradientMethod` whose reference trains with Adam over every parameter (`momentum` is unused)."""
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.Adam(self.model.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
+        return torch.optim.Adam(self.model.parameters(), lr=self.optim.lr, weight_decay=self.optim.weight_decay)
 
 
 @contextmanager

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from unlearnbench.data.base import Batch
-from unlearnbench.methods.base import UnlearningMethod
+from unlearnbench.methods.base import GradientMethod, SGDSettings
 from unlearnbench.models.head import resized, set_classifier
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import GRADIENT_SPACE, space
@@ -17,7 +17,7 @@ from unlearnbench.streams.batches import BatchMode
 
 
 @METHODS.register("boundary_expand")
-class BoundaryExpand(UnlearningMethod):
+class BoundaryExpand(GradientMethod):
     """Boundary Expanding: forget samples trained into an extra output unit, pruned after (Chen et al., CVPR 2023).
 
     "Boundary Unlearning", as in OPTML-Group/Unlearn-Saliency `Classification/unlearn/boundary_ex.py` (commit 3152cfeb):
@@ -34,18 +34,14 @@ class BoundaryExpand(UnlearningMethod):
 
     def __init__(
         self,
-        lr: float = 1e-5,
-        epochs: int = 10,
-        batch_size: int = 256,
-        momentum: float = 0.9,
-        weight_decay: float = 5e-4,
+        optim: SGDSettings = SGDSettings(lr=1e-5),
     ):
-        super().__init__(lr, epochs, batch_size, momentum, weight_decay)
+        super().__init__(optim=optim)
 
     def unlearn(self, fit: Callable[[int], None]) -> None:
         set_classifier(self.model, resized(self.model.get_classifier(), self.num_classes + 1))
         try:
-            fit(self.hparams.epochs)
+            fit(self.optim.epochs)
         finally:
             set_classifier(self.model, resized(self.model.get_classifier(), self.num_classes))
 

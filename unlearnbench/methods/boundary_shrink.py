@@ -7,7 +7,7 @@ from torch import Tensor
 
 from unlearnbench.data.base import Batch
 from unlearnbench.methods.adversarial import fgsm_labels
-from unlearnbench.methods.base import UnlearningMethod
+from unlearnbench.methods.base import GradientMethod, SGDSettings
 from unlearnbench.methods.distill import Teacher
 from unlearnbench.ranges import FRACTION, ranges
 from unlearnbench.registry import METHODS
@@ -17,7 +17,7 @@ from unlearnbench.streams.batches import BatchMode
 
 
 @METHODS.register("boundary_shrink")
-class BoundaryShrink(UnlearningMethod):
+class BoundaryShrink(GradientMethod):
     """Boundary Shrink: CE of forget samples toward their FGSM neighbour's class (Chen et al., CVPR 2023).
 
     "Boundary Unlearning", as in OPTML-Group/Unlearn-Saliency `Classification/unlearn/boundary_sh.py` (commit
@@ -40,13 +40,9 @@ class BoundaryShrink(UnlearningMethod):
     def __init__(
         self,
         bound: float = 0.1,
-        lr: float = 1e-5,
-        epochs: int = 10,
-        batch_size: int = 256,
-        momentum: float = 0.9,
-        weight_decay: float = 5e-4,
+        optim: SGDSettings = SGDSettings(lr=1e-5),
     ):
-        super().__init__(lr, epochs, batch_size, momentum, weight_decay)
+        super().__init__(optim=optim)
         self.frozen: Teacher | None = None
         self.normalization: tuple = ((), ())
 

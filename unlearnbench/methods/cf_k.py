@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from unlearnbench.data.base import Batch
-from unlearnbench.methods.base import ClipsGradientNorm, UnlearningMethod
+from unlearnbench.methods.base import ClipsGradientNorm, GradientMethod, SGDSettings
 from unlearnbench.models.blocks import last_blocks, trainable_only
 from unlearnbench.ranges import AT_LEAST_ONE, POSITIVE, ranges
 from unlearnbench.registry import METHODS
@@ -16,7 +16,7 @@ from unlearnbench.search_space import GRADIENT_SPACE, Int, space
 
 
 @METHODS.register("cf_k")
-class CFk(ClipsGradientNorm, UnlearningMethod):
+class CFk(ClipsGradientNorm, GradientMethod):
     """CF-k: CE on retain, only the last k blocks trained (Goel et al., "Towards Adversarial Evaluations for Inexact Machine Unlearning").
 
     Reference shash42/Evaluating-Inexact-Unlearning (commit e3154015), `src/methods.py` (`cat_forget_finetune` with K,
@@ -37,14 +37,10 @@ class CFk(ClipsGradientNorm, UnlearningMethod):
     def __init__(
         self,
         k: int = 1,
-        lr: float = 0.1,
-        epochs: int = 30,
-        batch_size: int = 64,
-        momentum: float = 0.9,
-        weight_decay: float = 5e-5,
         clip: float = 10.0,
+        optim: SGDSettings = SGDSettings(lr=0.1, epochs=30, batch_size=64, weight_decay=5e-5),
     ):
-        super().__init__(lr, epochs, batch_size, momentum, weight_decay)
+        super().__init__(optim=optim)
 
     def reset(self, names: set[str]) -> None:
         """What happens to the last k blocks before training: nothing for CF-k."""
@@ -53,7 +49,7 @@ class CFk(ClipsGradientNorm, UnlearningMethod):
         chosen = last_blocks(self.model, self.hparams.k)
         self.reset(chosen)
         with trainable_only(self.model, chosen):
-            fit(self.hparams.epochs)
+            fit(self.optim.epochs)
 
     def loss(self, batch: dict[str, Batch]) -> Tensor:
         return F.cross_entropy(self(batch["retain"].x), batch["retain"].y)

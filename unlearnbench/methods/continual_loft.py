@@ -54,7 +54,9 @@ class ContinualLOFT(LOFT):
         batch_size: int = 512,
     ):
         one_of("history", history, ("pooled", "weighted"))
-        super().__init__(s, variance, steps, lr, init, stabilize, fuse, batch_size)
+        super().__init__(
+            s=s, variance=variance, steps=steps, lr=lr, init=init, stabilize=stabilize, fuse=fuse, batch_size=batch_size
+        )
         self.past: dict[int, Moments] = {}
 
     def forget_terms(self, t: int, forget: Moments) -> list[tuple[float, Tensor]]:

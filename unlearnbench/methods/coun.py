@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from unlearnbench.data.base import Batch, InMemoryLoader
-from unlearnbench.methods.base import UnlearningMethod
+from unlearnbench.methods.base import GradientMethod, SGDSettings
 from unlearnbench.methods.losses import info_nce
 from unlearnbench.models.head import penultimate
 from unlearnbench.ranges import NON_NEGATIVE, POSITIVE, ranges
@@ -16,7 +16,7 @@ from unlearnbench.streams.base import StreamView, UnlearningRequest
 
 
 @METHODS.register("coun")
-class CoUn(UnlearningMethod):
+class CoUn(GradientMethod):
     """CoUn: CE on retain + w·InfoNCE between penultimate features of two views (Khalil et al., 2025).
 
     "CoUn: Empowering Machine Unlearning via Contrastive Learning"; no reference code to compare with. View 1 is the
@@ -37,17 +37,13 @@ class CoUn(UnlearningMethod):
         self,
         temperature: float = 0.5,
         contrastive_weight: float = 1.0,
-        lr: float = 0.01,
-        epochs: int = 10,
-        batch_size: int = 256,
-        momentum: float = 0.9,
-        weight_decay: float = 5e-4,
+        optim: SGDSettings = SGDSettings(),
     ):
-        super().__init__(lr, epochs, batch_size, momentum, weight_decay)
+        super().__init__(optim=optim)
         self.views: InMemoryLoader | None = None
 
     def prepare(self, request: UnlearningRequest, data: StreamView) -> None:
-        self.views = data.loader("retain", batch_size=self.hparams.batch_size, augment=True)
+        self.views = data.loader("retain", batch_size=self.batch_size, augment=True)
 
     def contrastive(self, features: Tensor, retain: Batch) -> Tensor:
         second = self.views.batch(retain.idx.to(self.views.indices.device)).x.to(features.device)

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from unlearnbench.data.base import Batch
-from unlearnbench.methods.base import random_labels
+from unlearnbench.methods.base import SGDSettings, random_labels
 from unlearnbench.methods.coun import CoUn
 from unlearnbench.models.head import penultimate
 from unlearnbench.registry import METHODS
@@ -36,13 +36,9 @@ class CoUnRL(CoUn):
         temperature: float = 0.5,
         contrastive_weight: float = 1.0,
         exclude_true: bool = False,
-        lr: float = 0.013,
-        epochs: int = 10,
-        batch_size: int = 256,
-        momentum: float = 0.9,
-        weight_decay: float = 5e-4,
+        optim: SGDSettings = SGDSettings(lr=0.013),
     ):
-        super().__init__(temperature, contrastive_weight, lr, epochs, batch_size, momentum, weight_decay)
+        super().__init__(temperature=temperature, contrastive_weight=contrastive_weight, optim=optim)
 
     def loss(self, batch: dict[str, Batch]) -> Tensor:
         forget, retain = batch["forget"], batch["retain"]

@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from unlearnbench.data.base import Batch
-from unlearnbench.methods.base import UnlearningMethod
+from unlearnbench.methods.base import GradientMethod, SGDSettings
 from unlearnbench.methods.distill import Teacher
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import Float, Int, space
@@ -22,7 +22,7 @@ def masked_target(teacher_logits: Tensor, labels: Tensor) -> Tensor:
 
 
 @METHODS.register("delete")
-class Delete(UnlearningMethod):
+class Delete(GradientMethod):
     """DELETE: KL to the pre-request model's masked softmax on forget only (Zhou et al., CVPR 2025).
 
     "Decoupled Distillation to Erase": the teacher is a frozen copy of the model before the request;
@@ -38,13 +38,9 @@ class Delete(UnlearningMethod):
 
     def __init__(
         self,
-        lr: float = 1e-3,
-        epochs: int = 20,
-        batch_size: int = 128,
-        momentum: float = 0.9,
-        weight_decay: float = 0.0,
+        optim: SGDSettings = SGDSettings(lr=1e-3, epochs=20, batch_size=128, weight_decay=0.0),
     ):
-        super().__init__(lr, epochs, batch_size, momentum, weight_decay)
+        super().__init__(optim=optim)
         self.teacher: Teacher | None = None
 
     def prepare(self, request: UnlearningRequest, data: StreamView) -> None:

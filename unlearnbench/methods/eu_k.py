@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from unlearnbench.methods.base import SGDSettings
 from unlearnbench.methods.cf_k import CFk
 from unlearnbench.registry import METHODS
 
@@ -24,14 +25,10 @@ class EUk(CFk):
     def __init__(
         self,
         k: int = 1,
-        lr: float = 0.1,
-        epochs: int = 62,
-        batch_size: int = 64,
-        momentum: float = 0.9,
-        weight_decay: float = 5e-5,
         clip: float = 10.0,
+        optim: SGDSettings = SGDSettings(lr=0.1, epochs=62, batch_size=64, weight_decay=5e-5),
     ):
-        super().__init__(k, lr, epochs, batch_size, momentum, weight_decay, clip)
+        super().__init__(k=k, clip=clip, optim=optim)
 
     @torch.no_grad()
     def reset(self, names: set[str]) -> None:

@@ -6,14 +6,14 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from unlearnbench.data.base import Batch
-from unlearnbench.methods.base import UnlearningMethod
+from unlearnbench.methods.base import GradientMethod, SGDSettings
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import GRADIENT_SPACE, space
 from unlearnbench.streams.batches import BatchMode
 
 
 @METHODS.register("finetune")
-class FineTune(UnlearningMethod):
+class FineTune(GradientMethod):
     """FT: cross-entropy on the retain set only (Warnecke et al., 2023; SalUn's baseline).
 
     Defaults from SalUn's reference scripts (Fan et al., ICLR 2024): lr 0.01, 10 epochs, SGD
@@ -25,13 +25,9 @@ class FineTune(UnlearningMethod):
 
     def __init__(
         self,
-        lr: float = 0.01,
-        epochs: int = 10,
-        batch_size: int = 256,
-        momentum: float = 0.9,
-        weight_decay: float = 5e-4,
+        optim: SGDSettings = SGDSettings(),
     ):
-        super().__init__(lr, epochs, batch_size, momentum, weight_decay)
+        super().__init__(optim=optim)
 
     def loss(self, batch: dict[str, Batch]) -> Tensor:
         retain = batch["retain"]

@@ -36,13 +36,14 @@ class Fisher(WeightEdit):
         alpha: α in σ = min(sqrt(α/F), max_std).
         max_std: largest noise standard deviation of a parameter.
         head_boost: noise multiplier of parameters whose last dimension is the class count.
+        batch_size: samples per batch of the Fisher pass.
     """
 
     search_space = space(alpha=Float(1e-3, 10.0, log=True), max_std=Float(1e-4, 1.0, log=True))
     valid_ranges = ranges(alpha=NON_NEGATIVE, max_std=NON_NEGATIVE, head_boost=NON_NEGATIVE)
 
     def __init__(self, alpha: float = 0.2, max_std: float = 1e-3, head_boost: float = 10.0, batch_size: int = 64):
-        super().__init__(batch_size)
+        super().__init__(batch_size=batch_size)
 
     def unlearn(self, fit: Callable[[int], None]) -> None:
         model, h = self.model.eval(), self.hparams

@@ -6,14 +6,14 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from unlearnbench.data.base import Batch
-from unlearnbench.methods.base import UnlearningMethod
+from unlearnbench.methods.base import GradientMethod, SGDSettings
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import GRADIENT_SPACE, space
 from unlearnbench.streams.batches import BatchMode
 
 
 @METHODS.register("ga")
-class GradientAscent(UnlearningMethod):
+class GradientAscent(GradientMethod):
     """GA: minimize −CE on the forget set only (Thudi et al., 2022; Graves et al., 2021).
 
     Defaults from SalUn's reference scripts (Fan et al., ICLR 2024): lr 1e-4, 5 epochs. GA has no
@@ -25,13 +25,9 @@ class GradientAscent(UnlearningMethod):
 
     def __init__(
         self,
-        lr: float = 1e-4,
-        epochs: int = 5,
-        batch_size: int = 256,
-        momentum: float = 0.9,
-        weight_decay: float = 5e-4,
+        optim: SGDSettings = SGDSettings(lr=1e-4, epochs=5),
     ):
-        super().__init__(lr, epochs, batch_size, momentum, weight_decay)
+        super().__init__(optim=optim)
 
     def loss(self, batch: dict[str, Batch]) -> Tensor:
         forget = batch["forget"]

@@ -36,13 +36,14 @@ class Influence(WeightEdit):
     Args:
         alpha: step α along H⁻¹v.
         samples: retain samples the WoodFisher Hessian is built from.
+        batch_size: samples per batch of the gradient passes.
     """
 
     search_space = space(alpha=Float(1e-3, 100.0, log=True))
     valid_ranges = ranges(alpha=NON_NEGATIVE, samples=AT_LEAST_ONE)
 
     def __init__(self, alpha: float = 0.2, samples: int = 1000, batch_size: int = 64):
-        super().__init__(batch_size)
+        super().__init__(batch_size=batch_size)
 
     def unlearn(self, fit: Callable[[int], None]) -> None:
         model, h = self.model.eval(), self.hparams

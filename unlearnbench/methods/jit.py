@@ -5,7 +5,7 @@ from __future__ import annotations
 from torch import Tensor
 
 from unlearnbench.data.base import Batch
-from unlearnbench.methods.base import UnlearningMethod
+from unlearnbench.methods.base import GradientMethod, SGDSettings
 from unlearnbench.methods.losses import lipschitz_loss
 from unlearnbench.ranges import AT_LEAST_ONE, POSITIVE, ranges
 from unlearnbench.registry import METHODS
@@ -14,7 +14,7 @@ from unlearnbench.streams.batches import BatchMode
 
 
 @METHODS.register("jit")
-class JiT(UnlearningMethod):
+class JiT(GradientMethod):
     """JiT: minimize the output change per unit of Gaussian input perturbation on the forget set (Foster et al., "Zero-Shot Machine Unlearning at Scale via Lipschitz Regularization", 2024).
 
     As the reference `Lipschitz.modify_weight` (jwf40/Information-Theoretic-Unlearning, `src/lipschitz.py`, commit
@@ -41,13 +41,9 @@ class JiT(UnlearningMethod):
         self,
         sigma: float = 0.01,
         n_samples: int = 25,
-        lr: float = 3e-6,
-        epochs: int = 1,
-        batch_size: int = 128,
-        momentum: float = 0.0,
-        weight_decay: float = 0.0,
+        optim: SGDSettings = SGDSettings(lr=3e-6, epochs=1, batch_size=128, momentum=0.0, weight_decay=0.0),
     ):
-        super().__init__(lr, epochs, batch_size, momentum, weight_decay)
+        super().__init__(optim=optim)
 
     def on_train_start(self) -> None:
         self.eval()

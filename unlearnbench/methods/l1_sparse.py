@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from unlearnbench.data.base import Batch
-from unlearnbench.methods.base import UnlearningMethod
+from unlearnbench.methods.base import GradientMethod, SGDSettings
 from unlearnbench.ranges import NON_NEGATIVE, ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import GRADIENT_SPACE, Float, space
@@ -20,7 +20,7 @@ def l1_weight(alpha: float, epoch: int, epochs: int) -> float:
 
 
 @METHODS.register("l1_sparse")
-class L1Sparse(UnlearningMethod):
+class L1Sparse(GradientMethod):
     """l1-sparse: CE on retain + α_t·‖θ‖₁, α_t decaying linearly (Jia et al., NeurIPS 2023).
 
     "Model Sparsity Can Simplify Machine Unlearning", reference `FT_l1` (Unlearn-Sparse, also
@@ -39,16 +39,12 @@ class L1Sparse(UnlearningMethod):
     def __init__(
         self,
         alpha: float = 1e-4,
-        lr: float = 0.01,
-        epochs: int = 10,
-        batch_size: int = 256,
-        momentum: float = 0.9,
-        weight_decay: float = 5e-4,
+        optim: SGDSettings = SGDSettings(),
     ):
-        super().__init__(lr, epochs, batch_size, momentum, weight_decay)
+        super().__init__(optim=optim)
 
     def loss(self, batch: dict[str, Batch]) -> Tensor:
         retain = batch["retain"]
-        weight = l1_weight(self.hparams.alpha, self.current_epoch, self.hparams.epochs)
+        weight = l1_weight(self.hparams.alpha, self.current_epoch, self.optim.epochs)
         l1 = torch.cat([p.flatten() for p in self.model.parameters()]).abs().sum()
         return F.cross_entropy(self(retain.x), retain.y) + weight * l1

@@ -8,7 +8,7 @@ from torch import Tensor, nn
 
 from unlearnbench.data.base import Batch
 from unlearnbench.methods.adversarial import targeted_l2_pgd
-from unlearnbench.methods.base import UnlearningMethod, evaluating, random_labels
+from unlearnbench.methods.base import GradientMethod, SGDSettings, evaluating, random_labels
 from unlearnbench.methods.gradients import accumulated_gradients, on_device
 from unlearnbench.ranges import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, ranges
 from unlearnbench.registry import METHODS
@@ -27,7 +27,7 @@ def mas_penalty_weights(model: nn.Module, batches: list[Batch]) -> dict[str, Ten
 
 
 @METHODS.register("l2ul")
-class L2UL(UnlearningMethod):
+class L2UL(GradientMethod):
     """L2UL: −CE(forget) + CE(adversarial examples, their targets) + MAS anchor (Cha et al., AAAI 2024).
 
     "Learning to Unlearn: Instance-wise Unlearning for Pre-trained Classifiers", reference `csm9493/L2UL`. Before
@@ -65,20 +65,16 @@ class L2UL(UnlearningMethod):
         pgd_eps: float = 4.0,
         pgd_step: float = 0.1,
         pgd_iters: int = 10,
-        lr: float = 1e-3,
-        epochs: int = 10,
-        batch_size: int = 32,
-        momentum: float = 0.9,
-        weight_decay: float = 1e-4,
+        optim: SGDSettings = SGDSettings(lr=1e-3, batch_size=32, weight_decay=1e-4),
     ):
-        super().__init__(lr, epochs, batch_size, momentum, weight_decay)
+        super().__init__(optim=optim)
         self.adversarial: dict[str, Tensor] = {}
         self.anchor: dict[str, Tensor] = {}
         self.penalty_weights: dict[str, Tensor] = {}
 
     def prepare(self, request: UnlearningRequest, data: StreamView) -> None:
         h, model, device = self.hparams, self.model, self.device
-        batches = list(on_device(data.loader("forget", batch_size=h.batch_size), device))
+        batches = list(on_device(data.loader("forget", batch_size=self.batch_size), device))
         images, targets = [], []
         with evaluating(model):
             self.penalty_weights = mas_penalty_weights(model, batches)

@@ -19,7 +19,7 @@ from unlearnbench.methods.subspace import (
     random_orthonormal,
     top_eigenvectors,
 )
-from unlearnbench.ranges import AT_LEAST_ONE, FRACTION, ranges
+from unlearnbench.ranges import AT_LEAST_ONE, FRACTION, POSITIVE, ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import Float, Int, space
 from unlearnbench.streams.base import StreamView, UnlearningRequest
@@ -53,14 +53,16 @@ class LOFT(UnlearningMethod):
         s: subspace dimension (default: the smallest that keeps `variance` of the retain trace).
         variance: share of the retain covariance's trace the subspace keeps when `s` is not given.
         steps: full-batch RiemannianAdam steps per request.
+        lr: RiemannianAdam's learning rate.
         init: U's start: `random` orthonormal frame or `pca` (top-s principal directions of the retain features).
         stabilize: re-project U onto the Stiefel manifold every this many steps (default: never).
         fuse: fold UUᵀ into the head weights (same logits).
+        batch_size: samples per batch of the feature extraction.
     """
 
     trains_by_gradient = False
     search_space = space(lr=Float(1e-3, 20.0, log=True), steps=Int(20, 400, log=True), variance=Float(0.5, 0.99))
-    valid_ranges = ranges(s=AT_LEAST_ONE, variance=FRACTION, steps=AT_LEAST_ONE, stabilize=AT_LEAST_ONE)
+    valid_ranges = ranges(s=AT_LEAST_ONE, variance=FRACTION, steps=AT_LEAST_ONE, lr=POSITIVE, stabilize=AT_LEAST_ONE)
 
     def __init__(
         self,
@@ -73,10 +75,8 @@ class LOFT(UnlearningMethod):
         fuse: bool = False,
         batch_size: int = 512,
     ):
-        super().__init__(lr=lr, batch_size=batch_size)
+        super().__init__()
         one_of("init", init, ("random", "pca"))
-        for unused in ("epochs", "momentum", "weight_decay"):
-            self.hparams.pop(unused)
         self.U: Tensor | None = None  # d x s, float64; persisted through get/set_extra_state
         self.cache = FeatureCache()  # per process, never in the state dict
         self.trace: list[float] = []  # J before each step of the last request
@@ -88,7 +88,7 @@ class LOFT(UnlearningMethod):
 
     def prepare(self, request: UnlearningRequest, data: StreamView) -> None:
         def moments(which: str, indices) -> Moments:
-            features = self.cache.get(self.model.backbone, data, which, indices, self.hparams.batch_size)
+            features = self.cache.get(self.model.backbone, data, which, indices, self.batch_size)
             return Moments.of(features.to(self.model.projection.device))
 
         self.retain_cov = moments("retain", request.retain).cov

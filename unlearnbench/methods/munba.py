@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from unlearnbench.data.base import Batch
-from unlearnbench.methods.base import ClipsGradientNorm, UnlearningMethod, batches_in, random_labels
+from unlearnbench.methods.base import ClipsGradientNorm, GradientMethod, SGDSettings, batches_in, random_labels
 from unlearnbench.methods.gradients import flat_gradient
 from unlearnbench.ranges import POSITIVE, ranges
 from unlearnbench.registry import METHODS
@@ -41,7 +41,7 @@ def munba_weights(g_r: Tensor, g_f: Tensor) -> tuple[float, float]:
 
 
 @METHODS.register("munba")
-class MUNBa(ClipsGradientNorm, UnlearningMethod):
+class MUNBa(ClipsGradientNorm, GradientMethod):
     """MUNBa: α_r·CE(retain) + α_f·CE(forget, random labels), α by Nash bargaining (Wu & Harandi, CVPR 2025).
 
     "MUNBa: Machine Unlearning via Nash Bargaining", reference `Classification/unlearn/MUNBa.py` (its closed-form
@@ -64,18 +64,14 @@ class MUNBa(ClipsGradientNorm, UnlearningMethod):
         self,
         cycle_forget: bool = True,
         clip: float = 1.0,
-        lr: float = 0.01,
-        epochs: int = 10,
-        batch_size: int = 256,
-        momentum: float = 0.9,
-        weight_decay: float = 5e-4,
+        optim: SGDSettings = SGDSettings(),
     ):
-        super().__init__(lr, epochs, batch_size, momentum, weight_decay)
+        super().__init__(optim=optim)
         self.automatic_optimization = False
         self.forget_batches = 0
 
     def prepare(self, request: UnlearningRequest, data: StreamView) -> None:
-        self.forget_batches = batches_in(len(request.forget), self.hparams.batch_size)
+        self.forget_batches = batches_in(len(request.forget), self.batch_size)
 
     def training_step(self, batch: dict[str, Batch], batch_idx: int) -> Tensor:
         forget, retain = batch["forget"], batch["retain"]

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from unlearnbench.data.base import Batch
-from unlearnbench.methods.base import UnlearningMethod, one_of
+from unlearnbench.methods.base import GradientMethod, SGDSettings, one_of
 from unlearnbench.ranges import NON_NEGATIVE, PROBABILITY, ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import GRADIENT_SPACE, Float, space
@@ -17,7 +17,7 @@ from unlearnbench.streams.batches import BatchMode
 
 
 @METHODS.register("neggrad_plus")
-class NegGradPlus(UnlearningMethod):
+class NegGradPlus(GradientMethod):
     """NegGrad+: CE(retain) − β·CE(forget) (Kurmanji et al., NeurIPS 2023; the seed lab's formulation).
 
     Default `formulation="lab"`: the seed paper's lab (TIML-Group/Mode-Connectivity-Unlearning at ff1f215, `unlearn.py:
@@ -41,13 +41,9 @@ class NegGradPlus(UnlearningMethod):
         beta: float = 0.15,
         formulation: Literal["lab", "scrub"] = "lab",
         alpha: float = 0.9999,
-        lr: float = 0.01,
-        epochs: int = 10,
-        batch_size: int = 128,
-        momentum: float = 0.9,
-        weight_decay: float = 1e-4,
+        optim: SGDSettings = SGDSettings(batch_size=128, weight_decay=1e-4),
     ):
-        super().__init__(lr, epochs, batch_size, momentum, weight_decay)
+        super().__init__(optim=optim)
         self.batch_mode = one_of("formulation", formulation, {"lab": BatchMode.MIXED, "scrub": BatchMode.PAIRED})
 
     def loss(self, batch: dict[str, Batch]) -> Tensor:

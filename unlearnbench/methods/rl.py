@@ -9,14 +9,14 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from unlearnbench.data.base import Batch
-from unlearnbench.methods.base import UnlearningMethod, one_of, random_labels
+from unlearnbench.methods.base import GradientMethod, SGDSettings, one_of, random_labels
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import GRADIENT_SPACE, Categorical, space
 from unlearnbench.streams.batches import BatchMode
 
 
 @METHODS.register("rl")
-class RandomLabel(UnlearningMethod):
+class RandomLabel(GradientMethod):
     """RL: CE on forget ∪ retain with forget labels drawn at random (Golatkar et al., CVPR 2020).
 
     As in SalUn's reference (OPTML-Group/Unlearn-Saliency at a6e89fd, `Classification/unlearn/RL.py`; Fan et al., ICLR
@@ -38,13 +38,9 @@ class RandomLabel(UnlearningMethod):
         self,
         batches: Literal["forget_then_retain", "mixed"] = "forget_then_retain",
         exclude_true: bool = False,
-        lr: float = 0.013,
-        epochs: int = 10,
-        batch_size: int = 256,
-        momentum: float = 0.9,
-        weight_decay: float = 5e-4,
+        optim: SGDSettings = SGDSettings(lr=0.013),
     ):
-        super().__init__(lr, epochs, batch_size, momentum, weight_decay)
+        super().__init__(optim=optim)
         self.batch_mode = BatchMode(one_of("batches", batches, ("forget_then_retain", "mixed")))
 
     def loss(self, batch: dict[str, Batch]) -> Tensor:

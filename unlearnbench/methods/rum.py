@@ -10,7 +10,14 @@ import torch
 from torch import Tensor, nn
 
 from unlearnbench.data.base import Batch
-from unlearnbench.methods.base import UnlearningMethod, evaluating
+from unlearnbench.methods.base import (
+    GradientMethod,
+    UnlearningMethod,
+    check_method_arguments,
+    evaluating,
+    flat_arguments,
+    method_arguments,
+)
 from unlearnbench.methods.gradients import on_device
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import Int, space
@@ -38,7 +45,8 @@ class RUM(UnlearningMethod):
 
     Args:
         stages: a method per memorization group, least memorized first (`none`: left alone).
-        stage_args: arguments per stage method name, over its defaults.
+        stage_args: arguments per stage method name, over its defaults (as in a config: `{salun: {optim: {lr: 0.1}}}`).
+        batch_size: samples per batch of the mixed request batches and of the memorization proxy.
     """
 
     batch_mode = BatchMode.MIXED
@@ -51,26 +59,25 @@ class RUM(UnlearningMethod):
         stage_args: dict | None = None,
         batch_size: int = 256,
     ):
-        super().__init__(batch_size=batch_size)
-        for unused in ("lr", "epochs", "momentum", "weight_decay"):
-            self.hparams.pop(unused)
-        self.stages: tuple[UnlearningMethod | None, ...] = tuple(
+        super().__init__()
+        self.stages: tuple[GradientMethod | None, ...] = tuple(
             self._stage(n, (stage_args or {}).get(n, {})) for n in stages
         )
         self.subsets: list[np.ndarray] = []
-        self.current: UnlearningMethod | None = None
+        self.current: GradientMethod | None = None
         self.subset = torch.zeros(0, dtype=torch.long)
 
     @staticmethod
-    def _stage(name: str, args: dict) -> UnlearningMethod | None:
+    def _stage(name: str, args: dict) -> GradientMethod | None:
         if name == NOTHING:
             return None
         cls = METHODS.get(name)
-        if not cls.trains_by_gradient or cls.batch_mode not in (BatchMode.RETAIN, BatchMode.MIXED) or name == "rum":
+        if not issubclass(cls, GradientMethod) or cls.batch_mode not in (BatchMode.RETAIN, BatchMode.MIXED):
             raise ValueError(
                 f"rum stage {name!r} must train by gradient on retain or mixed batches (e.g. finetune, salun)"
             )
-        return cls(**args)
+        check_method_arguments(name, cls, args)
+        return cls(**method_arguments(cls, flat_arguments(cls, args)))
 
     def attach(self, model: nn.Module, num_classes: int) -> RUM:
         for stage in self.stages:
@@ -82,7 +89,7 @@ class RUM(UnlearningMethod):
     def prepare(self, request: UnlearningRequest, data: StreamView) -> None:
         confidence, indices = [], []
         with evaluating(self.model):
-            for b in on_device(data.loader("forget", batch_size=self.hparams.batch_size), self.device):
+            for b in on_device(data.loader("forget", batch_size=self.batch_size), self.device):
                 confidence.append(self.model(b.x).softmax(dim=1).gather(1, b.y[:, None])[:, 0].cpu())
                 indices.append(b.idx.cpu())
         order = torch.argsort(-torch.cat(confidence), stable=True)  # memorization 1 − confidence, ascending
@@ -95,7 +102,7 @@ class RUM(UnlearningMethod):
                 continue
             self.current, self.subset = stage.to(self.device), torch.as_tensor(subset)
             stage.prepare(replace(self.request, forget=subset), NarrowedView(self.data, subset))
-            fit(stage.hparams.epochs)
+            fit(stage.optim.epochs)
         self.current = None
 
     def on_train_start(self) -> None:

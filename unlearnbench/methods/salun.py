@@ -7,7 +7,7 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
-from unlearnbench.methods.base import evaluating
+from unlearnbench.methods.base import SGDSettings, evaluating
 from unlearnbench.methods.gradients import accumulated_gradients, on_device
 from unlearnbench.methods.rl import RandomLabel
 from unlearnbench.ranges import FRACTION, ranges
@@ -41,13 +41,9 @@ class SalUn(RandomLabel):
         ratio: float = 0.5,
         batches: Literal["forget_then_retain", "mixed"] = "forget_then_retain",
         exclude_true: bool = False,
-        lr: float = 0.013,
-        epochs: int = 10,
-        batch_size: int = 256,
-        momentum: float = 0.9,
-        weight_decay: float = 5e-4,
+        optim: SGDSettings = SGDSettings(lr=0.013),
     ):
-        super().__init__(batches, exclude_true, lr, epochs, batch_size, momentum, weight_decay)
+        super().__init__(batches=batches, exclude_true=exclude_true, optim=optim)
         self.masks: dict[str, torch.Tensor] = {}
         self.frozen_values: dict[str, torch.Tensor] = {}
 

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from unlearnbench.data.base import Batch
-from unlearnbench.methods.base import AdamOptimizer, UnlearningMethod, evaluating
+from unlearnbench.methods.base import AdamOptimizer, GradientMethod, SGDSettings, evaluating
 from unlearnbench.methods.distill import Teacher
 from unlearnbench.methods.gradients import on_device
 from unlearnbench.methods.mahalanobis import ClassGaussians, surrogate_images
@@ -20,7 +20,7 @@ from unlearnbench.streams.batches import BatchMode
 
 
 @METHODS.register("scar")
-class SCAR(AdamOptimizer, UnlearningMethod):
+class SCAR(AdamOptimizer, GradientMethod):
     """SCAR: Mahalanobis pull of forget embeddings to the nearest other class + KL distillation on surrogate data (Bonato et al., ECCV 2024).
 
     "Is Retain Set All You Need in Machine Unlearning? Restoring Performance of Unlearned Models with
@@ -77,13 +77,9 @@ class SCAR(AdamOptimizer, UnlearningMethod):
         gamma2: float = 3.0,
         temperature: float = 2.0,
         surrogate_size: int = 2048,
-        lr: float = 5e-4,
-        epochs: int = 6,
-        batch_size: int = 128,
-        momentum: float = 0.9,
-        weight_decay: float = 0.0,
+        optim: SGDSettings = SGDSettings(lr=5e-4, epochs=6, batch_size=128, weight_decay=0.0),
     ):
-        super().__init__(lr, epochs, batch_size, momentum, weight_decay)
+        super().__init__(optim=optim)
         self.teacher: Teacher | None = None
         self.surrogate = self.target_of = torch.zeros(0)
         self.gaussians: ClassGaussians | None = None
@@ -103,7 +99,7 @@ class SCAR(AdamOptimizer, UnlearningMethod):
             self.surrogate = images[keep] if keep.any() else images
             classes = [c for c in range(self.num_classes) if c not in self.forget_classes and (labels == c).sum() >= 2]
             self.gaussians = ClassGaussians.fit(z, labels, classes, h.delta, h.gamma1, h.gamma2)
-            for batch in on_device(data.loader("forget", batch_size=h.batch_size), device) if classes else ():
+            for batch in on_device(data.loader("forget", batch_size=self.batch_size), device) if classes else ():
                 idx = batch.idx.to(device)
                 self.target_of[idx] = self.gaussians.nearest_other(penultimate(model, batch.x), batch.y)
 
@@ -114,7 +110,7 @@ class SCAR(AdamOptimizer, UnlearningMethod):
         if (target >= 0).any():
             d = self.gaussians.distances(penultimate(self.model, forget.x[target >= 0]))
             pull = d.gather(1, target[target >= 0, None]).mean()
-        surrogate = self.surrogate[torch.randint(len(self.surrogate), (h.batch_size,), device=self.device)]
+        surrogate = self.surrogate[torch.randint(len(self.surrogate), (self.batch_size,), device=self.device)]
         teacher = self.teacher(surrogate)
         if self.forget_classes:
             teacher[:, self.forget_classes] = teacher.min()

@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from unlearnbench.data.base import Batch
-from unlearnbench.methods.base import UnlearningMethod, batches_in
+from unlearnbench.methods.base import GradientMethod, SGDSettings, batches_in
 from unlearnbench.methods.distill import Teacher, distill_kl
 from unlearnbench.ranges import NON_NEGATIVE, POSITIVE, ranges
 from unlearnbench.registry import METHODS
@@ -16,7 +16,7 @@ from unlearnbench.streams.batches import BatchMode
 
 
 @METHODS.register("scrub")
-class SCRUB(UnlearningMethod):
+class SCRUB(GradientMethod):
     """SCRUB: max-steps on forget, min-steps on retain against a frozen teacher (Kurmanji et al., NeurIPS 2023).
 
     "Towards Unbounded Machine Unlearning". The teacher is the model before the request. A max-step maximizes KL(teacher
@@ -52,20 +52,16 @@ class SCRUB(UnlearningMethod):
         msteps: int = 2,
         gamma: float = 0.99,
         alpha: float = 0.001,
-        lr: float = 5e-4,
-        epochs: int = 3,
-        batch_size: int = 128,
-        momentum: float = 0.9,
-        weight_decay: float = 5e-4,
+        optim: SGDSettings = SGDSettings(lr=5e-4, epochs=3, batch_size=128),
     ):
-        super().__init__(lr, epochs, batch_size, momentum, weight_decay)
+        super().__init__(optim=optim)
         self.automatic_optimization = False
         self.teacher: Teacher | None = None
         self.forget_batches = 0
 
     def prepare(self, request: UnlearningRequest, data: StreamView) -> None:
         self.teacher = Teacher(self.model)
-        self.forget_batches = batches_in(len(request.forget), self.hparams.batch_size)
+        self.forget_batches = batches_in(len(request.forget), self.batch_size)
 
     def training_step(self, batch: dict[str, Batch], batch_idx: int) -> Tensor:
         forget, retain, h = batch["forget"], batch["retain"], self.hparams

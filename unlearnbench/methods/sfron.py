@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from unlearnbench.data.base import Batch
-from unlearnbench.methods.base import UnlearningMethod, evaluating
+from unlearnbench.methods.base import GradientMethod, SGDSettings, evaluating
 from unlearnbench.methods.gradients import importances, on_device
 from unlearnbench.methods.losses import adaptive_ce
 from unlearnbench.ranges import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, PROBABILITY, ranges
@@ -27,7 +27,7 @@ def saliency_mask(
 
 
 @METHODS.register("sfron")
-class SFRon(UnlearningMethod):
+class SFRon(GradientMethod):
     """SFR-on: saliency forgetting in the remain-preserving manifold, online (Huang et al., NeurIPS 2024).
 
     "Unified Gradient-Based Machine Unlearning with Remain Geometry Enhancement". Defaults are the CIFAR-10 setting of
@@ -70,22 +70,16 @@ class SFRon(UnlearningMethod):
         gamma: float = 1.0,
         max_norm: float = 7.0,
         ema_beta: float = 1.0,
-        lr: float = 0.01,
-        epochs: int = 4,
-        batch_size: int = 128,
-        momentum: float = 0.9,
-        weight_decay: float = 5e-4,
+        optim: SGDSettings = SGDSettings(epochs=4, batch_size=128),
     ):
-        super().__init__(lr, epochs, batch_size, momentum, weight_decay)
+        super().__init__(optim=optim)
         self.automatic_optimization = False
         self.mask: dict[str, Tensor] = {}
 
     def prepare(self, request: UnlearningRequest, data: StreamView) -> None:
         with evaluating(self.model) as model:
             fisher = {
-                which: importances(
-                    model, on_device(data.loader(which, batch_size=self.hparams.batch_size), self.device)
-                )
+                which: importances(model, on_device(data.loader(which, batch_size=self.batch_size), self.device))
                 for which in ("forget", "retain")
             }
         self.mask = saliency_mask(fisher["forget"], fisher["retain"], self.hparams.gamma)

@@ -33,21 +33,21 @@ class SSD(WeightEdit):
     training data" is what the model is still trained on, retain ∪ the current forget set. α (selection) = 10 and λ
     (dampening) = 1 as in its CIFAR settings. Because I_D contains the forget batches, I_D ≳ (|F|/|D|)·I_f: nothing can
     be selected once the forget set is 1/α of the data or more (one digits class is 10%), so α must be set below |D|/|F|
-    there. No optimizer is involved, so SSD takes no lr or momentum; `epochs` is accepted, like every method's, and
-    ignored.
+    there. No optimizer is involved, so SSD takes no optimizer settings.
 
     Args:
         alpha: selection α: a weight is dampened where its forget importance exceeds α times its data importance.
         lam: dampening λ: a selected weight is scaled by min(λ·I_D/I_f, 1).
+        batch_size: samples per batch of the importance passes.
     """
 
     #: (model, batches) -> importance per parameter name; LFSSD swaps in a label-free one
     importance = staticmethod(importances)
     search_space = space(alpha=Float(0.1, 100.0, log=True), lam=Float(0.1, 10.0, log=True))
-    valid_ranges = ranges(alpha=POSITIVE, lam=NON_NEGATIVE, epochs=NON_NEGATIVE)  # epochs: accepted, ignored
+    valid_ranges = ranges(alpha=POSITIVE, lam=NON_NEGATIVE)
 
-    def __init__(self, alpha: float = 10.0, lam: float = 1.0, batch_size: int = 64, epochs: int = 0):
-        super().__init__(batch_size)
+    def __init__(self, alpha: float = 10.0, lam: float = 1.0, batch_size: int = 64):
+        super().__init__(batch_size=batch_size)
 
     def unlearn(self, fit: Callable[[int], None]) -> None:
         with evaluating(self.model) as model:

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from unlearnbench.data.base import Batch
-from unlearnbench.methods.base import AdamOptimizer, UnlearningMethod
+from unlearnbench.methods.base import AdamOptimizer, GradientMethod, SGDSettings
 from unlearnbench.ranges import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import Float, Int, space
@@ -29,7 +29,7 @@ def error_maximizing_noise(model: nn.Module, labels: Tensor, shape: tuple, steps
 
 
 @METHODS.register("unsir")
-class UNSIR(AdamOptimizer, UnlearningMethod):
+class UNSIR(AdamOptimizer, GradientMethod):
     """UNSIR: error-maximizing noise, an impair epoch on noise + retain, a repair epoch (Tarun et al., TNNLS 2023).
 
     "Fast Yet Effective Machine Unlearning", as in selective-synaptic-dampening's `src/forget_full_class_strategies.py`
@@ -74,13 +74,9 @@ class UNSIR(AdamOptimizer, UnlearningMethod):
         noise_lr: float = 0.1,
         noise_l2: float = 0.1,
         noise_samples: int = 240,
-        lr: float = 1e-4,
-        epochs: int = 1,
-        batch_size: int = 32,
-        momentum: float = 0.9,
-        weight_decay: float = 0.0,
+        optim: SGDSettings = SGDSettings(lr=1e-4, epochs=1, batch_size=32, weight_decay=0.0),
     ):
-        super().__init__(lr, epochs, batch_size, momentum, weight_decay)
+        super().__init__(optim=optim)
         self.labels, self.shape = torch.zeros(0, dtype=torch.long), ()
         self.noise: Tensor | None = None  # per request, never in the state dict
         self.impairing = False
@@ -96,9 +92,9 @@ class UNSIR(AdamOptimizer, UnlearningMethod):
             self.model.eval(), self.labels, self.shape, h.noise_steps, h.noise_lr, h.noise_l2
         )
         self.impairing = True
-        fit(h.epochs)
+        fit(self.optim.epochs)
         self.impairing = False
-        fit(h.epochs)
+        fit(self.optim.epochs)
         self.noise = None
 
     def loss(self, batch: dict[str, Batch]) -> Tensor:
