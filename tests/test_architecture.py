@@ -112,3 +112,66 @@ def test_a_method_file_is_15_to_60_lines(method):
     path = Path(inspect.getsourcefile(METHODS.get(method)))
     lines = len(path.read_text().splitlines())
     assert lines in METHOD_FILE_LINES, f"{path.name} has {lines} lines"
+
+
+#: The file names of a run directory's layout, and the one module allowed to spell each of them. `geometry.py`
+#: writes and parses its own files; `RunDirectory.geometry` reads through it.
+RUN_DIRECTORY_FILES = {
+    **dict.fromkeys(
+        (
+            "metrics.jsonl",
+            "config.yaml",
+            "summary.json",
+            "history.csv",
+            "manifest.json",
+            "labels.npz",
+            "error.json",
+            "provenance.json",
+            "logits",
+        ),
+        "unlearnbench.rundir",
+    ),
+    **dict.fromkeys(("updates.f32", "updates.json", "geometry.csv"), "unlearnbench.evaluation.geometry"),
+}
+
+
+def run_directory_file_names(source: str) -> set[str]:
+    """The layout's file names spelled by code in `source`: any string constant holding one (a path, a message, a
+    dict key), the folder `logits` only as a whole string or a path's first part. Docstrings are prose, not code."""
+    tree = ast.parse(source)
+    prose = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in prose:
+            for name in RUN_DIRECTORY_FILES:
+                if ("." in name and name in node.value) or node.value in (name, f"{name}/"):
+                    found.add(name)
+    return found
+
+
+def test_only_the_run_directory_names_its_files():
+    """A module that opens `metrics.jsonl` by itself re-interprets a format it does not own: one day the files
+    change and it reads stale or wrong numbers. Every reader goes through `rundir.RunDirectory`."""
+    outside = {}
+    for path in PACKAGE.rglob("*.py"):
+        module = ".".join(("unlearnbench", *path.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(".__init__")
+        names = {name for name in run_directory_file_names(path.read_text()) if RUN_DIRECTORY_FILES[name] != module}
+        if names:
+            outside[module] = sorted(names)
+    assert outside == {}
+
+
+def test_the_file_name_scan_finds_every_name_where_it_is_owned():
+    """The scan above would pass on a scanner that finds nothing: each owner is found to spell its names."""
+    for owner in set(RUN_DIRECTORY_FILES.values()):
+        source = (PACKAGE / Path(*owner.split(".")[1:])).with_suffix(".py").read_text()
+        assert run_directory_file_names(source) == {n for n, o in RUN_DIRECTORY_FILES.items() if o == owner}
+    assert run_directory_file_names('x = path / "logits" / f"t{t:03d}.npz"') == {"logits"}
+    assert run_directory_file_names('raise ValueError(f"{path} / config.yaml is torn")') == {"config.yaml"}
+    assert run_directory_file_names('"""metrics.jsonl, the rows."""\nlogits = {"method logits": 1}') == set()
+
+
+def test_the_run_directory_imports_nothing_of_report():
+    """rundir.py is used during a run and by the leaderboard alike; report/ reads it, never the other way."""
+    graph = import_graph()
+    assert sorted(m for m in reachable(graph, "unlearnbench.rundir") if m.startswith("unlearnbench.report")) == []

@@ -421,3 +421,34 @@ def test_unlearning_chains_share_a_row_and_show_their_backward_privacy(tmp_path)
     assert f"| 3 | {expected['requests'][1]['eps_forget_score']:.3f} | " in markdown
     assert "| 1 | — | — | — | — | — |" in markdown
     assert "privacy over 3 unlearning chains" in board.files["html"].read_text()
+
+
+OLD_RUNS = Path(__file__).parent / "fixtures" / "old_runs"
+
+
+def test_run_folders_written_by_an_earlier_version_give_the_same_leaderboard(tmp_path):
+    """Two finished run folders (finetune and ga, digits, T = 3, one epoch each) written by version 0.1.0 before
+    `RunDirectory` became the one reader of a run directory, with the files the leaderboard reads (the
+    checkpoint, updates and logger files left out), and what that version's leaderboard made of them:
+    leaderboard.csv, and per run its status, rows, summary keys, history and geometry. Reading old folders
+    must keep giving the same numbers, to the last digit written (a column added since is no difference)."""
+    expected = json.loads((OLD_RUNS.parent / "old_runs_records.json").read_text())
+    board = build_leaderboard(OLD_RUNS, tmp_path / "board", plots=False)
+    table = {(row["group"], row["method"]): row for row in csv.DictReader(board.files["csv"].open())}
+    with (OLD_RUNS.parent / "old_runs_leaderboard.csv").open() as f:
+        old_table = list(csv.DictReader(f))
+    assert sorted(table) == sorted((row["group"], row["method"]) for row in old_table)
+    for old_row in old_table:
+        row = table[old_row["group"], old_row["method"]]
+        assert {k: row[k] for k in old_row if k != "best"} == {k: v for k, v in old_row.items() if k != "best"}
+        assert set(old_row["best"].split()) <= set(row["best"].split())
+    assert board.provenance["runs"] == expected["provenance_runs"]
+    runs = {run.path.name: run for run in collect_runs(OLD_RUNS)}
+    assert sorted(runs) == sorted(expected["records"])
+    for name, record in expected["records"].items():
+        run = runs[name]
+        assert run.status_detail() == record["status"] and run.problem is record["problem"] is None
+        assert len(run.rows) == record["rows"] and sorted(run.summary) == record["summary_keys"]
+        assert run.error is record["error"] is None
+        np.testing.assert_array_equal(run.history, np.array(record["history"]))
+        assert run.geometry == record["geometry"]

@@ -1,4 +1,5 @@
-"""Figures of one run's files, drawn during a run (the W&B logger's last step) and by the leaderboard.
+"""Figures of one run's numbers (read through `RunDirectory`), drawn during a run (the W&B logger's last step)
+and by the leaderboard.
 
 Kept outside `report/`, which reads finished run directories only: nothing that runs during a run
 imports it. matplotlib is imported on first use with the Agg backend (no display needed).
@@ -6,9 +7,7 @@ imports it. matplotlib is imported on first use with the Agg backend (no display
 
 from __future__ import annotations
 
-import csv
 import math
-from pathlib import Path
 
 import numpy as np
 
@@ -21,18 +20,6 @@ def pyplot():
     import matplotlib.pyplot as plt
 
     return plt
-
-
-def read_history(path: Path) -> np.ndarray | None:
-    """history.csv as a (requests done) x T float array, or None when absent."""
-    path = Path(path)
-    if not path.exists():
-        return None
-    with path.open(newline="") as f:
-        rows = [row for row in csv.reader(f)][1:]
-    if not rows:
-        return None
-    return np.array([[float(v) if v not in ("", "None") else math.nan for v in row[1:]] for row in rows])
 
 
 #: Above this many requests a heatmap drops its per-cell numbers and labels about `MAX_TICKS` rows and columns.

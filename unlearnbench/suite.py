@@ -51,7 +51,6 @@ safely); build the leaderboard once they are done.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 import traceback
@@ -113,7 +112,6 @@ def run_suite(
     shard: tuple[int, int] | None = None,
 ) -> SuiteResult:
     from unlearnbench.console import Reporter
-    from unlearnbench.io import write_text_atomic
 
     reporter = reporter or Reporter(quiet=True)
     all_runners = prepare_suite(suite, reporter, out=out, logger=logger)
@@ -139,16 +137,13 @@ def run_suite(
         except Exception as error:  # a failing cell is recorded; the suite goes on
             runner.run_logger.finish(failed=True)
             message = f"{type(error).__name__}: {error}"
-            if writes and (runner.run_dir.path / "config.yaml").exists():
-                write_text_atomic(
-                    runner.run_dir.path / "error.json",
-                    json.dumps({"error": message, "traceback": traceback.format_exc()}, indent=1) + "\n",
-                )
+            if writes and runner.run_dir.initialized():
+                runner.run_dir.write_error(message, traceback.format_exc())
             reporter.message(f"[red]cell {i} failed:[/red] {message}")
             results.append(CellResult(config, runner.run_dir.path, "failed", time.perf_counter() - start, message))
         else:
             if writes:
-                (runner.run_dir.path / "error.json").unlink(missing_ok=True)
+                runner.run_dir.clear_error()
             status = result.summary.get("status", "complete")
             if result.already_complete:
                 status = f"already {status}"

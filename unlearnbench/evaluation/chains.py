@@ -20,37 +20,47 @@ request's value), and the columns s of a scheduled row t still cover every F_s, 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from unlearnbench.errors import DamagedFileError
 from unlearnbench.evaluation.keys import accuracy
 from unlearnbench.evaluation.oracle_mia import logit_confidence
 from unlearnbench.evaluation.privacy import EPS_KEYS, eps_score, forget_score, rmia_attack, tow_scores
+from unlearnbench.rundir import RunDirectory, SavedLogits
 
 #: The ε score's smallest N: with 2 models a side its buckets stop at ceil(log 1) = 0 (`privacy.bucket_points`).
 MIN_EPS_CHAINS = 3
 
 
-def _load(path: Path) -> dict:
-    """The manifest, and the rows and saved logits of the requests served (up to a diverged one, which saved none)."""
-    manifest = json.loads((path / "manifest.json").read_text())
-    rows = [json.loads(line) for line in (path / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    served = [row.get("status", "ok") == "ok" for row in rows]
-    rows = rows[: served.index(False)] if False in served else rows
-    logits = []
-    for row in rows:
-        with np.load(path / "logits" / f"t{row['t']:03d}.npz") as saved:
-            logits.append({name: saved[name] for name in saved.files})
-    return {"manifest": manifest, "rows": rows, "logits": logits}
+@dataclass(frozen=True)
+class Chain:
+    """One chain's manifest, and the rows and saved logits of the requests served (up to a diverged one, which
+    saved none)."""
+
+    manifest: dict
+    rows: list[dict]
+    logits: list[SavedLogits]
+
+    @classmethod
+    def load(cls, path: Path) -> Chain:
+        run_dir = RunDirectory(path)
+        rows = run_dir.rows()
+        served = [row.get("status", "ok") == "ok" for row in rows]
+        rows = rows[: served.index(False)] if False in served else rows
+        logits = [run_dir.saved_logits(row["t"]) for row in rows]
+        if None in logits:
+            missing = rows[logits.index(None)]["t"]
+            raise DamagedFileError(f"{path} holds no saved logits of request {missing}; run it with --save-logits")
+        return cls(run_dir.manifest(), rows, logits)
 
 
-def _oracles(saved: dict, split: str) -> list[np.ndarray]:
-    """The K oracles' logits of one split, in train-seed order (`RunDirectory.save_logits` names them)."""
-    count = sum(name.startswith("oracle") and name.endswith("_train") for name in saved)
-    return [saved[f"oracle{k or ''}_{split}"] for k in range(count)]
+def _oracles(saved: SavedLogits, split: str) -> list[np.ndarray]:
+    """The K oracles' logits of one split, in train-seed order."""
+    return [oracle[split] for oracle in saved.oracles]
 
 
 def _phi(train_logits: Sequence[np.ndarray], labels: np.ndarray, indices: np.ndarray) -> np.ndarray:
@@ -67,9 +77,9 @@ def _utility(train, test, labels, retain: np.ndarray, test_retain: np.ndarray) -
     }
 
 
-def _rmia_aucs(saved: list[dict], references: list, labels, forget: np.ndarray, classwise: bool) -> list[float]:
+def _rmia_aucs(saved: list[SavedLogits], references: list, labels, forget: np.ndarray, classwise: bool) -> list[float]:
     return [
-        rmia_attack((z["method_train"], z["method_test"]), references, *labels, forget, classwise)["rmia_auc"]
+        rmia_attack((z.method["train"], z.method["test"]), references, *labels, forget, classwise)["rmia_auc"]
         for z in saved
     ]
 
@@ -83,18 +93,18 @@ def chain_privacy(paths: Sequence[Path | str]) -> dict:
     many oracles as there are chains. With 2 chains the ε values are None (every F would be 0) and
     RMIA and ToW are still computed.
     """
-    chains = [_load(Path(path)) for path in paths]
-    forget_sets = [[r["forget"] for r in chain["manifest"]["requests"]] for chain in chains]
+    chains = [Chain.load(Path(path)) for path in paths]
+    forget_sets = [[r["forget"] for r in chain.manifest["requests"]] for chain in chains]
     if any(sets != forget_sets[0] for sets in forget_sets):
         raise ValueError("the chains hold different streams; run them with the same seed or stream seed")
-    saved_labels = np.load(Path(paths[0]) / "labels.npz")
-    labels = (saved_labels["train"], saved_labels["test"])
-    requests = chains[0]["manifest"]["requests"]
+    saved_labels = RunDirectory(Path(paths[0])).labels()
+    labels = (saved_labels.train, saved_labels.test)
+    requests = chains[0].manifest["requests"]
     classwise = requests[0].get("forget_classes") is not None
     forget = [np.asarray(r["forget"], dtype=np.int64) for r in requests]
     result: dict = {"chains": len(chains), "requests": [], "backward_eps": [], "backward_rmia": []}
-    for t in range(1, min(len(chain["rows"]) for chain in chains) + 1):
-        saved = [chain["logits"][t - 1] for chain in chains]
+    for t in range(1, min(len(chain.rows) for chain in chains) + 1):
+        saved = [chain.logits[t - 1] for chain in chains]
         oracle_train, oracle_test = _oracles(saved[0], "train"), _oracles(saved[0], "test")
         if len({len(_oracles(z, "train")) for z in saved}) > 1:
             raise ValueError(
@@ -109,7 +119,7 @@ def chain_privacy(paths: Sequence[Path | str]) -> dict:
                 f"{len(chains)} chains need {len(chains)} oracles per request (--oracle-seeds), got {len(oracle_train)}"
             )
         references = list(zip(oracle_train, oracle_test, strict=True))
-        method_train, method_test = [z["method_train"] for z in saved], [z["method_test"] for z in saved]
+        method_train, method_test = [z.method["train"] for z in saved], [z.method["test"] for z in saved]
         retain = np.setdiff1d(np.arange(len(labels[0])), np.concatenate(forget[:t]))
         test_retain = np.setdiff1d(
             np.arange(len(labels[1])), np.asarray(requests[t - 1]["test_forget"], dtype=np.int64)
@@ -123,7 +133,7 @@ def chain_privacy(paths: Sequence[Path | str]) -> dict:
                 _utility(oracle_train, oracle_test, labels, retain, test_retain),
             )
         rmia = [_rmia_aucs(saved, references, labels, forget[s], classwise) for s in range(t)]
-        tows = [tow_scores(chain["rows"][t - 1]["method"], chain["rows"][t - 1]["oracle"]) for chain in chains]
+        tows = [tow_scores(chain.rows[t - 1]["method"], chain.rows[t - 1]["oracle"]) for chain in chains]
         result["requests"].append(
             {
                 "t": t,

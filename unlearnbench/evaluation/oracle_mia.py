@@ -47,7 +47,6 @@ that never saw the sample says removes per-sample difficulty (Carlini et al., 20
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -56,6 +55,8 @@ from scipy.special import logsumexp
 from scipy.stats import rankdata
 from sklearn.metrics import auc as area_under_curve
 from sklearn.metrics import roc_curve
+
+from unlearnbench.rundir import RunDirectory
 
 ATTACK_KEYS = ("lira_auc", "lira_auc_null_lo", "lira_auc_null_hi", "lira_tpr_at_1fpr")
 PHI_KEYS = ("phi_auc", "phi_retain_auc")
@@ -202,27 +203,26 @@ def recompute_from_run_directory(path: Path) -> list[dict]:
     for every F_s, s ≤ t (OUT references: the oracles s..T, every oracle that never saw F_s), which
     shows whether the attack sees re-memorization of earlier forget sets.
     """
-    path = Path(path)
-    manifest = json.loads((path / "manifest.json").read_text())
-    labels = np.load(path / "labels.npz")
-    train_labels, test_labels = labels["train"], labels["test"]
+    run_dir = RunDirectory(path)
+    manifest = run_dir.manifest()
+    labels = run_dir.labels()
+    train_labels, test_labels = labels.train, labels.test
     classwise = manifest["requests"][0].get("forget_classes") is not None  # as live: the request names its classes
     forget_sets = [np.asarray(r["forget"], dtype=np.int64) for r in manifest["requests"]]
     T = len(forget_sets)
     logits = []
     for t in range(1, T + 1):
-        file = path / "logits" / f"t{t:03d}.npz"
-        if not file.exists():
+        saved = run_dir.saved_logits(t)
+        if saved is None:
             break
-        with np.load(file) as arrays:
-            logits.append({k: arrays[k] for k in arrays.files})
+        logits.append(saved)
     done = len(logits)
-    if done == 0 or "oracle_train" not in logits[0]:
+    if done == 0 or not logits[0].oracles:
         return []
-    oracles = [(entry["oracle_train"], entry["oracle_test"]) for entry in logits]
+    oracles = [(entry.oracles[0]["train"], entry.oracles[0]["test"]) for entry in logits]
     rows = []
     for t in range(1, done + 1):
-        target = (logits[t - 1]["method_train"], logits[t - 1]["method_test"])
+        target = (logits[t - 1].method["train"], logits[t - 1].method["test"])
         history = []
         for s in range(1, t + 1):
             result = oracle_referenced_attack(

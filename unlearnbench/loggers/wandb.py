@@ -132,18 +132,19 @@ class WandbRunLogger(RunLogger):
     def _log_final(self) -> None:
         import wandb
 
-        from unlearnbench.evaluation.geometry import read_geometry_csv
-        from unlearnbench.figures import history_heatmap_figure, pyplot, read_history
+        from unlearnbench.figures import history_heatmap_figure, pyplot
+        from unlearnbench.rundir import RunDirectory
 
         run = self._logger.experiment
-        history = read_history(self.run_dir / "history.csv")
+        run_directory = RunDirectory(self.run_dir)
+        history = run_directory.history()
         if history is not None:
             figure = history_heatmap_figure(history, self.run_name)
             columns = ["t", *(f"F{s + 1}" for s in range(history.shape[1]))]
             table = wandb.Table(columns=columns, data=[[t + 1, *map(float, r)] for t, r in enumerate(history)])
             run.log({"history/heatmap": wandb.Image(figure), "history/table": table})
             pyplot().close(figure)
-        geometry = read_geometry_csv(self.run_dir / "geometry.csv")
+        geometry = run_directory.geometry()
         if geometry:
             columns = [c for c in geometry[0] if not c.startswith("norm/")]
             rows = [[entry.get(c) for c in columns] for entry in geometry]

@@ -62,23 +62,20 @@ import io
 import json
 import math
 import os
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 from unlearnbench.errors import ConfigError, DamagedFileError
-from unlearnbench.evaluation.geometry import read_geometry_csv
 from unlearnbench.evaluation.keys import HEADLINE, METRIC_KEYS, leaderboard_keys, significant
 from unlearnbench.evaluation.scoring import stream_summary
-from unlearnbench.figures import read_history
 from unlearnbench.provenance import git_commit
 from unlearnbench.registry import STREAMS
 from unlearnbench.report.plots import write_group_plots
 from unlearnbench.report.privacy import PRIVACY_KEYS, ChainPrivacy, chain_privacy_of, privacy_caption, privacy_cell
+from unlearnbench.rundir import DamagedIdentityError, RunDirectory, identity_hash
 
 
 @dataclass(frozen=True)
@@ -204,7 +201,7 @@ class RunRecord:
 
     @property
     def config_hash(self) -> str:
-        return hashlib.sha256(json.dumps(self.identity, sort_keys=True, default=str).encode()).hexdigest()[:8]
+        return identity_hash(self.identity)
 
     @property
     def requests(self) -> int:
@@ -298,63 +295,30 @@ def _not_significant(scores: dict) -> bool:
     )
 
 
-def _read_json(path: Path) -> dict | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-#: A run directory named by `RunConfig.run_path`: `...-seed<seed>-<first 8 hex digits of the identity's sha256>`.
-_HASHED_NAME = re.compile(r"-seed\d+-([0-9a-f]{8})$")
-
-
 def read_run(path: Path) -> RunRecord:
     """A run directory as read from disk; whatever makes it untrustworthy is its `problem`."""
-    from unlearnbench.rundir import RunDirectory
-
+    run_dir = RunDirectory(path)
     problem = None
     try:
-        identity = yaml.safe_load((path / "config.yaml").read_text())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
-        identity, problem = {}, f"config.yaml is not readable YAML ({type(error).__name__})"
-    if not isinstance(identity, dict):
-        identity, problem = {}, "config.yaml is not a run's configuration"
+        identity = run_dir.identity()
+    except DamagedIdentityError as error:
+        identity, problem = {}, run_dir.problem_of(error)
     rows: list[dict] = []
     try:
-        rows = RunDirectory(path).rows()
+        rows = run_dir.rows()
     except (OSError, DamagedFileError) as error:
-        problem = problem or str(error).replace(str(path / "metrics.jsonl"), "metrics.jsonl").split(";")[0]
-    record = RunRecord(
+        problem = problem or run_dir.problem_of(error)
+    return RunRecord(
         path=path,
         identity=identity,
         rows=rows,
-        summary=_read_json(path / "summary.json"),
-        error=_read_json(path / "error.json"),
-        provenance=_read_json(path / "provenance.json") or {},
-        history=read_history(path / "history.csv"),
-        geometry=read_geometry_csv(path / "geometry.csv"),
-        problem=problem,
+        summary=run_dir.summary(),
+        error=run_dir.error(),
+        provenance=run_dir.provenance(),
+        history=run_dir.history(),
+        geometry=run_dir.geometry(),
+        problem=problem or run_dir.damage(identity),
     )
-    named = _HASHED_NAME.search(path.name)
-    if record.problem is None and named and named.group(1) != record.config_hash:
-        record.problem = (
-            f"config.yaml does not match its folder (hash {record.config_hash}, folder {named.group(1)}): "
-            "edited after the run?"
-        )
-    if record.problem is None and not (path / "manifest.json").is_file():
-        record.problem = "manifest.json is missing"
-    return record
-
-
-def _is_run_config(path: Path) -> bool:
-    """A `config.yaml` a run wrote (its identity names the method), not another tool's (W&B's `method: {value: ..}`)."""
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return True  # unreadable: listed as a damaged run rather than dropped
-    return not isinstance(data, dict) or isinstance(data.get("method"), str)
 
 
 def collect_runs(runs_dirs: Path | Sequence[Path]) -> list[RunRecord]:
@@ -366,14 +330,14 @@ def collect_runs(runs_dirs: Path | Sequence[Path]) -> list[RunRecord]:
     """
     runs, seen = [], set()
     for runs_dir in [runs_dirs] if isinstance(runs_dirs, str | os.PathLike) else runs_dirs:
-        for folder, subfolders, files in os.walk(runs_dir, followlinks=True):
+        for folder, subfolders, _files in os.walk(runs_dir, followlinks=True):
             real = os.path.realpath(folder)
             if real in seen:  # a link back up the tree, two links to one run, or a folder listed twice
                 subfolders[:] = []
                 continue
             seen.add(real)
             subfolders.sort()
-            if "config.yaml" in files and _is_run_config(Path(folder) / "config.yaml"):
+            if RunDirectory(Path(folder)).is_run():
                 run = read_run(Path(folder))
                 # runs on a validation split (tune trials) chose hyperparameters: never reported as held out
                 if run.identity.get("split", "test") == "test":

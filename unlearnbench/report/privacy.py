@@ -31,10 +31,11 @@ def chain_privacy_of(runs: list) -> ChainPrivacy | None:
     """The privacy numbers of a variant's complete runs: per seed, its K >= 2 unlearning chains saved with
     `--save-logits` and K oracles per request (`chain_privacy`); None where no seed has them."""
     from unlearnbench.evaluation.chains import chain_privacy
+    from unlearnbench.rundir import RunDirectory
 
     by_seed: dict[int, list] = {}
     for run in runs:
-        if (run.path / "logits").is_dir():
+        if RunDirectory(run.path).has_logits():
             by_seed.setdefault(int(run.identity.get("seed", 0)), []).append(run)
     chains = {
         seed: chain
