@@ -335,20 +335,44 @@ def _resolve(item: GridConfig) -> Cell:
     return Cell(item.position, item.config, identity, run_dir)
 
 
-def resolve_run(config: RunConfig) -> tuple[dict, Path]:
-    """A run's identity and run directory, as its `Runner` will compute them; loads and writes nothing."""
+@dataclass(frozen=True)
+class RunPlan:
+    """One run resolved without loading data or writing anything: the method built from its checked
+    arguments, the recipe merged, the identity (what its numbers depend on) and its run directory."""
+
+    config: RunConfig
+    method: Any  # methods.base.UnlearningMethod (imported by the runner, which owns serving it)
+    recipe: Recipe
+    identity: dict
+    run_dir: Path
+
+
+def plan_run(config: RunConfig, require_recipe: bool = True) -> RunPlan:
+    """The run plan of `config`; the one place a run's method, recipe and identity are resolved, for `run`,
+    every suite cell, `suite --check` and the tuner alike.
+
+    `require_recipe`: a suite's cell must name its (dataset, arch) recipe (`_recipe`); a single `run`
+    falls back on `Recipe`'s generic defaults when there is no file.
+    """
     config.validate()  # names, numbers, hardware and, for datasets of known size, the stream's sizes
-    method_class = METHODS.get(config.method)
     try:
-        method = method_class(**config.method_kwargs())
+        method = METHODS.get(config.method)(**config.method_kwargs())
     except (TypeError, ValueError) as error:
         raise ConfigError(f"invalid arguments for method {config.method!r}: {error}") from error
-    recipe = _recipe(config)
+    recipe = (
+        _recipe(config) if require_recipe else replace(Recipe.for_setting(config.dataset, config.arch), **config.recipe)
+    )
     size = STREAMS.get(config.stream).default_size if config.size is None else config.size
     identity = config.identity(dict(method.hparams), recipe.as_dict(), size)
     run_dir = config.run_path(identity)
-    RunDirectory(run_dir).check(identity)  # reads an existing run's config.yaml, if any
-    return identity, run_dir
+    RunDirectory(run_dir).check(identity)  # reads an existing run's config.yaml, if any: another run there is refused
+    return RunPlan(config, method, recipe, identity, run_dir)
+
+
+def resolve_run(config: RunConfig) -> tuple[dict, Path]:
+    """A suite cell's identity and run directory, as its `Runner` will compute them; loads and writes nothing."""
+    plan = plan_run(config)
+    return plan.identity, plan.run_dir
 
 
 def _recipe(config: RunConfig) -> Recipe:

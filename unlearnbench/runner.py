@@ -43,13 +43,14 @@ from unlearnbench.interrupt import Interrupted
 from unlearnbench.loggers import RunLogger, open_run_logger
 from unlearnbench.methods.base import UnlearningMethod
 from unlearnbench.nodes import NodeGroup
+from unlearnbench.plan import plan_run
 from unlearnbench.provenance import method_code, method_code_change
 from unlearnbench.registry import METHODS
 from unlearnbench.rundir import RunDirectory
 from unlearnbench.step_loss import StepLossLogger
 from unlearnbench.store import ModelSpec, ModelStore, sha256_bytes
 from unlearnbench.streams.base import Request, RequestStream, StreamError
-from unlearnbench.training import Recipe, build_model, check_arch_args, train_from_scratch
+from unlearnbench.training import build_model, check_arch_args, train_from_scratch
 
 
 def derived_seed(*parts: int) -> int:
@@ -93,9 +94,14 @@ class Runner:
     """Builds everything for a run without writing anything (so bad input fails clean), then runs it."""
 
     def __init__(self, config: RunConfig, reporter: Reporter | None = None, datasets: DatasetCache | None = None):
-        """`datasets`: a cache shared by the Runners of a suite, so each dataset is loaded once."""
-        config.validate()
-        self.config = config
+        """`datasets`: a cache shared by the Runners of a suite, so each dataset is loaded once.
+
+        The run is planned first (`plan.plan_run`: method, recipe, identity, run directory), so bad input is
+        refused before any data is loaded, by the same code that plans a suite's cells.
+        """
+        plan = plan_run(config, require_recipe=False)
+        self.config, self.method, self.recipe, self.identity = config, plan.method, plan.recipe, plan.identity
+        self.run_dir = RunDirectory(plan.run_dir)
         self.reporter = reporter or Reporter(quiet=True)
         use_cuda = config.hardware.accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()
         self.eval_device = torch.device("cuda" if use_cuda else "cpu")
@@ -121,18 +127,10 @@ class Runner:
             )
         except StreamError as error:
             raise ConfigError(str(error)) from error
-        try:
-            self.method: UnlearningMethod = METHODS.get(config.method)(**config.method_kwargs())
-        except (TypeError, ValueError) as error:
-            raise ConfigError(f"invalid arguments for method {config.method!r}: {error}") from error
         try:  # plasticity guards: callbacks of every unlearning fit, their state saved with the method's
             self.guards = build_guards(config.guards, config.guard_args)
         except (TypeError, ValueError) as error:
             raise ConfigError(f"invalid guard arguments: {error}") from error
-        self.recipe = replace(Recipe.for_setting(config.dataset, config.arch), **config.recipe)
-        self.identity = config.identity(dict(self.method.hparams), self.recipe.as_dict(), self.stream.size)
-        self.run_dir = RunDirectory(config.run_path(self.identity))
-        self.run_dir.check(self.identity)  # a run of another configuration there: ConfigError
         self.store = ModelStore(config.store_dir)
         self._pretrained: dict[str, torch.Tensor] | None = None  # `pretrained_model`'s weights, once read
         self.nodes = NodeGroup.from_environment(config.hardware.num_nodes, self.run_dir.path.name)
@@ -437,13 +435,16 @@ class Runner:
                 f"{run_dir.path} ({self.method_code_change}); resuming would mix two versions' numbers: delete that "
                 f"folder or choose another --out to rerun"
             )
+        if len(rows) < config.requests and not _diverged(rows):
+            # A damaged update file or a checkpoint that is missing or not weights-only is refused before anything
+            # is written: the updates here, the checkpoint by the caller right after.
+            self.geometry = GeometryRecorder(run_dir.path, config.requests, len(rows))  # updates.f32 + geometry.csv
         return rows
 
     def _begin_session(self, rows: list[dict]) -> None:
-        """Leader, before the other nodes are told to start: a damaged update file or a checkpoint that is missing
-        or not weights-only is refused before anything is written; then the session is recorded and logged."""
+        """Leader, once the files a resume needs are read (before the other nodes are told to start): the session
+        is recorded and logged."""
         config, run_dir = self.config, self.run_dir
-        self.geometry = GeometryRecorder(run_dir.path, config.requests, len(rows))  # updates.f32 + geometry.csv
         run_dir.record_session(len(rows) + 1, self.method_code)
         self.run_logger = open_run_logger(config.logger, run_dir.path, self.identity, run_dir.path.name, len(rows) + 1)
         self.reporter.start_run(run_dir.path.name, config.requests, done=len(rows))

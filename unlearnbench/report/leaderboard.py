@@ -490,13 +490,13 @@ def _differences(identity: dict, siblings: list[dict]) -> list[str]:
 
 
 def _method_defaults(method: str | None) -> dict | None:
-    """A method's `__init__` defaults as a run's identity records them (JSON-normalized); None if not importable."""
-    import inspect
-
+    """A method's `__init__` defaults as a run's identity records them (flat: a gradient method's `optim` group
+    by its fields; JSON-normalized); None if not importable."""
+    from unlearnbench.ranges import flat_parameters
     from unlearnbench.registry import METHODS
 
     try:
-        parameters = inspect.signature(METHODS.get(method)).parameters
+        parameters = flat_parameters(METHODS.get(method))
     except Exception:  # an unknown or broken plugin: labels then compare the variants among themselves
         return None
     return json.loads(json.dumps({k: p.default for k, p in parameters.items()}, default=str))
