@@ -132,7 +132,7 @@ def _chosen_guards(argv: list[str]) -> tuple[list[str], list[str]]:
 def run_parser(
     method: str | None, guards: list[str] = (), dataset: str = "digits", arch: str = "smallcnn"
 ) -> ArgumentParser:
-    from unlearnbench.registry import ARCHS, DATASETS, METHODS, STREAMS
+    from unlearnbench.registry import ARCHS, DATASETS, LOGGERS, METHODS, STREAMS
 
     parser = command_parser(
         "run",
@@ -237,7 +237,7 @@ def run_parser(
         "--logger",
         type=str,
         default="csv",
-        help="csv (default, into the run dir), wandb (offline unless set up) or none",
+        help=f"one of: {', '.join(LOGGERS.names())} (csv, the default, writes into the run directory)",
     )
     parser.add_argument("--recipe", type=dict, default={}, help="overrides of the pretraining/oracle recipe")
     parser.add_argument(

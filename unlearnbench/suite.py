@@ -202,6 +202,7 @@ def suite_command(argv: list[str]) -> int:
 
     from unlearnbench.console import Reporter, quiet_lightning_info, silence_library_warnings
     from unlearnbench.parsers import command_parser
+    from unlearnbench.registry import LOGGERS
 
     parser = command_parser("suite", "Run a grid of runs, then build the leaderboard.")
     parser.add_argument(
@@ -210,7 +211,9 @@ def suite_command(argv: list[str]) -> int:
     parser.add_argument(
         "--out", type=Path | None, default=None, help="folder of run directories (overrides the suite's)"
     )
-    parser.add_argument("--logger", type=str | None, default=None, help="csv, wandb or none (overrides the suite's)")
+    parser.add_argument(
+        "--logger", type=str | None, default=None, help=f"one of: {', '.join(LOGGERS.names())} (overrides the suite's)"
+    )
     parser.add_argument("--quiet", type=bool, default=False)
     parser.add_argument("--shard", type=str | None, default=None, help="i/n: run only shard i of n (job arrays)")
     parser.add_argument(
