@@ -88,7 +88,7 @@ def _on_two_nodes(*argv: str, follower_delay_s: float = 0) -> list[str]:
 
 def _run_on_two_nodes(method: str, out: Path, store: Path, follower_delay_s: float = 0) -> list[str]:
     outputs = _on_two_nodes(
-        "run", "--method", method, "--requests", "2", "--size", "1", f"--{method}.epochs", "2",
+        "run", "--method", method, "--requests", "2", "--size", "1", f"--{method}.optim.epochs", "2",
         "--recipe", json.dumps(FAST_RECIPE), "--out", str(out), "--store", str(store),
         "--accelerator", "cpu", "--devices", "1", "--strategy", "ddp", "--num_nodes", "2", "--logger", "none",
         follower_delay_s=follower_delay_s,

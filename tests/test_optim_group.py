@@ -158,3 +158,11 @@ def test_rum_stage_arguments_use_the_nested_spelling():
     assert rum.stages[2].optim.lr == 0.1 and rum.stages[2].optim.epochs == 10
     with pytest.raises(ConfigError, match=r"--salun\.optim\.lr"):
         METHODS.get("rum")(stage_args={"salun": {"lr": 0.1}})
+
+
+def test_a_nested_group_and_flat_names_merge_over_the_methods_own_default():
+    """`tiny_config`-style flat names beside a nested `optim` (a test, a tuned file under a config) are one group:
+    neither replaces the other, and fields given by neither keep the method's own default."""
+    salun = METHODS.get("salun")
+    (group,) = method_arguments(salun, {"epochs": 2, "optim": {"momentum": 0.5}}).values()
+    assert (group.epochs, group.momentum, group.lr) == (2, 0.5, 0.013)

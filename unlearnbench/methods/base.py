@@ -202,12 +202,15 @@ def method_arguments(cls: type, flat: Mapping[str, object]) -> dict:
     """Hyperparameters by flat name (`lr`, `ratio`: tuned files, search spaces) as `cls`'s keyword arguments.
 
     A group's fields are gathered into the group, over the class's own group default: `{"lr": 0.1}` gives
-    SalUn `optim=SGDSettings(lr=0.1, ...)` with SalUn's other settings. Any other name passes through.
+    SalUn `optim=SGDSettings(lr=0.1, ...)` with SalUn's other settings. A group given nested (`optim: {lr: 0.1}`)
+    is merged the same way, with the flat names, never replacing the other. Any other name passes through.
     """
     owner = {field.name: group for group, default in groups(cls).items() for field in fields(default)}
     arguments, grouped = {}, {}
     for name, value in flat.items():
-        if name in owner:
+        if name in groups(cls) and (isinstance(value, Mapping) or is_dataclass(value)):  # already nested: merged
+            grouped.setdefault(name, {}).update(asdict(value) if is_dataclass(value) else value)
+        elif name in owner:
             grouped.setdefault(owner[name], {})[name] = value
         else:
             arguments[name] = value
