@@ -186,7 +186,9 @@ def test_two_processes_share_the_store_and_train_each_model_once(tmp_path):
     )
     common = ["--requests", "2", "--recipe", json.dumps(FAST_RECIPE), "--out", str(tmp_path / "out"), "--quiet", "true"]
     processes = [
-        subprocess.Popen([sys.executable, "-c", script, "run", "--method", method, f"--{method}.optim.epochs", "1", *common])
+        subprocess.Popen(
+            [sys.executable, "-c", script, "run", "--method", method, f"--{method}.optim.epochs", "1", *common]
+        )
         for method in ("finetune", "rl")
     ]
     assert [p.wait(timeout=600) for p in processes] == [0, 0]

@@ -23,6 +23,7 @@ import yaml
 
 from unlearnbench.config import ConfigError, Hardware, RunConfig, check_writable_directory
 from unlearnbench.data.base import data_root
+from unlearnbench.methods.base import UnlearningMethod
 from unlearnbench.registry import METHODS, STREAMS
 from unlearnbench.rundir import RunDirectory
 from unlearnbench.training import Recipe
@@ -341,7 +342,7 @@ class RunPlan:
     arguments, the recipe merged, the identity (what its numbers depend on) and its run directory."""
 
     config: RunConfig
-    method: Any  # methods.base.UnlearningMethod (imported by the runner, which owns serving it)
+    method: UnlearningMethod
     recipe: Recipe
     identity: dict
     run_dir: Path

@@ -463,7 +463,10 @@ class Runner:
                 oracle_logits.append(self.logits(oracle))
         single_shot = None
         if config.single_shot_at(t):
-            single_shot = self.single_shot(request, scores and scores | {"update_norm": timings["update_norm"]})
+            continual = (
+                None if scores is None else scores | {"update_norm": timings["update_norm"]}
+            )  # a follower has none
+            single_shot = self.single_shot(request, continual)
         if not leader:
             return
         method_scores = scores | timings | self.geometry.record(t, *self.last_update)
