@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import json
 import math
@@ -17,6 +16,7 @@ from unlearnbench.errors import ConfigError, DamagedFileError
 from unlearnbench.methods.base import check_method_arguments, flat_arguments, method_arguments
 from unlearnbench.ranges import check_ranges, flat_parameters
 from unlearnbench.registry import ARCHS, DATASETS, GUARDS, LOGGERS, METHODS, STREAMS, UnknownNameError
+from unlearnbench.rundir import identity_hash
 from unlearnbench.streams.kinds import StreamError
 from unlearnbench.training import Recipe, check_arch_args
 
@@ -295,11 +295,10 @@ class RunConfig:
         """`--run-dir` if given, else OUT/<method>-<stream>-...-<hash of the identity>."""
         if self.run_dir is not None:
             return self.run_dir
-        digest = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:8]
         tags = "".join(
             f"-{tag}" for tag, used in (("tuned", self.hparams), ("validation", self.split != "test")) if used
         )
-        name = f"{'+'.join([self.method, *self.guards])}{tags}-{self.stream}-{self.dataset}-{self.arch}-T{self.requests}-seed{self.seed}-{digest}"
+        name = f"{'+'.join([self.method, *self.guards])}{tags}-{self.stream}-{self.dataset}-{self.arch}-T{self.requests}-seed{self.seed}-{identity_hash(identity)}"
         return self.out / name
 
     def _validate_guards(self) -> None:
