@@ -167,6 +167,24 @@ def test_a_killed_tune_resumes_its_study_with_the_same_command(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_during_a_trial_stops_tune_with_one_line_and_128_plus_the_signal(signum, code, tmp_path):
+    out = tmp_path / "tuned"
+    worker = cli_process(tune_argv(out, 3))
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline:
+        if (out / "studies.db").exists() and any(t.state == TrialState.RUNNING for t in study_trials(out)):
+            break
+        time.sleep(0.2)
+    worker.send_signal(signum)
+    _, err = worker.communicate(timeout=300)
+    assert worker.returncode == code, err
+    assert err.count("\n") == 1 and err.startswith("unlearnbench: interrupted"), err
+    assert "rerun the same command to resume" in err
+    assert not list(out.glob("*.yaml")), "a tuned file was written by an interrupted study"
+
+
+@pytest.mark.slow
 def test_two_workers_on_one_sqlite_study_run_distinct_trials_and_the_exact_budget(tmp_path):
     out = tmp_path / "tuned"
     workers = [cli_process(tune_argv(out, 4)) for _ in range(2)]

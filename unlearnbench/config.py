@@ -58,6 +58,28 @@ class Hardware:
         if not _is_int(self.num_nodes) or self.num_nodes < 1:
             raise ConfigError(f"num_nodes must be a whole number >= 1, got {self.num_nodes!r}")
 
+    def check_available(self) -> None:
+        """Refuses an accelerator this machine does not have, or more GPUs than it has: Lightning would raise only
+        when the first Trainer is built, after the data is loaded, with a traceback. Not part of `validate`, which
+        `suite --check` runs: a GPU suite is checked on a login node that has none."""
+        from lightning.pytorch.accelerators import AcceleratorRegistry, CUDAAccelerator, MPSAccelerator
+
+        if self.accelerator == "auto":
+            return
+        if self.accelerator == "gpu":
+            available = CUDAAccelerator.is_available() or MPSAccelerator.is_available()
+        else:
+            available = AcceleratorRegistry[self.accelerator]["accelerator"].is_available()
+        if not available:
+            raise ConfigError(
+                f"accelerator {self.accelerator!r} is not available on this machine (no such device is visible); "
+                "use --accelerator cpu, or auto to take what there is"
+            )
+        if self.accelerator in ("gpu", "cuda") and CUDAAccelerator.is_available() and _is_int(self.devices):
+            visible = CUDAAccelerator.auto_device_count()
+            if int(self.devices) > visible:
+                raise ConfigError(f"devices {self.devices} asks for more GPUs than the {visible} visible here")
+
 
 @dataclass
 class RunConfig:

@@ -39,7 +39,7 @@ from unlearnbench.evaluation.privacy import request_privacy
 from unlearnbench.evaluation.scoring import avg_gap, forward_gain, request_scores, stream_summary
 from unlearnbench.evaluation.updates import parameter_update, snapshot
 from unlearnbench.guards import build_guards, pack_state, unpack_state
-from unlearnbench.interrupt import Interrupted
+from unlearnbench.interrupt import Interrupted, raise_if_interrupted
 from unlearnbench.loggers import RunLogger, open_run_logger
 from unlearnbench.methods.base import UnlearningMethod
 from unlearnbench.nodes import NodeGroup
@@ -100,6 +100,7 @@ class Runner:
         refused before any data is loaded, by the same code that plans a suite's cells.
         """
         plan = plan_run(config, require_recipe=False)
+        config.hardware.check_available()
         self.config, self.method, self.recipe, self.identity = config, plan.method, plan.recipe, plan.identity
         self.run_dir = RunDirectory(plan.run_dir)
         self.reporter = reporter or Reporter(quiet=True)
@@ -274,7 +275,11 @@ class Runner:
                 self.run_logger.begin_fit()
             logger = self.fit_logger() if logged else False
             trainer = self.trainer(epochs, label, callbacks=(monitor, *guards), logger=logger)
+            placed = method.device
             trainer.fit(method, datamodule=self.stream)
+            # Lightning's teardown leaves the module on the CPU; a method that prepares again between fits (RUM's
+            # stages: SalUn's mask) must find the model where the request's own prepare did (found on a GPU).
+            method.to(placed)
 
         _synchronize()
         start = time.perf_counter()
@@ -400,6 +405,7 @@ class Runner:
                 self.reporter.message(f"resuming at request {start}/{config.requests}")
         for t in range(start, config.requests + 1):
             self.current_request = t
+            raise_if_interrupted()
             request = self.stream.select(t)
             timings = self.serve(request)
             diverged = timings.pop("diverged")

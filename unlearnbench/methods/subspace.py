@@ -137,7 +137,7 @@ def explained_rank(cov: Tensor, fraction: float = 0.95) -> int:
     """Smallest k whose top-k eigenvalues of `cov` hold at least `fraction` of its trace."""
     eigenvalues = torch.linalg.eigvalsh(cov.double()).flip(0).clamp_min(0)
     ratios = torch.cumsum(eigenvalues, 0) / eigenvalues.sum()
-    return int(torch.searchsorted(ratios, torch.tensor(fraction - 1e-9, dtype=ratios.dtype))) + 1
+    return int(torch.searchsorted(ratios, torch.tensor(fraction - 1e-9, dtype=ratios.dtype, device=ratios.device))) + 1
 
 
 def top_eigenvectors(cov: Tensor, k: int) -> Tensor:
