@@ -132,7 +132,7 @@ def _chosen_guards(argv: list[str]) -> tuple[list[str], list[str]]:
 def run_parser(
     method: str | None, guards: list[str] = (), dataset: str = "digits", arch: str = "smallcnn"
 ) -> ArgumentParser:
-    from unlearnbench.registry import ARCHS, DATASETS, LOGGERS, METHODS, STREAMS
+    from unlearnbench.registry import METHODS, STREAMS
 
     parser = command_parser(
         "run",
@@ -147,6 +147,26 @@ def run_parser(
         help=f"one of: {', '.join(METHODS.names())}; its hyperparameters: run --method NAME --help",
     )
     parser.add_argument("--stream", type=str, default="classwise", help=f"one of: {', '.join(STREAMS.names())}")
+    _add_data_arguments(parser, dataset, arch)
+    _add_stream_arguments(parser)
+    _add_protocol_arguments(parser)
+    _add_output_arguments(parser)
+    if method in METHODS:
+        _add_method_arguments(parser, method)
+    from unlearnbench.registry import GUARDS
+
+    parser.add_argument(
+        "--guards", type=list[str], default=[], help=f"--guard NAME (repeatable, or a,b): {', '.join(GUARDS.names())}"
+    )
+    for guard in guards:
+        parser.add_class_arguments(GUARDS.get(guard), nested_key=guard, help=f"arguments of guard {guard}")
+    return parser
+
+
+def _add_data_arguments(parser: ArgumentParser, dataset: str, arch: str) -> None:
+    """The dataset and the arch, each with its own arguments (`--dataset_args.train_size`, `--arch_args.width`)."""
+    from unlearnbench.registry import ARCHS, DATASETS
+
     parser.add_argument("--dataset", type=str, default="digits")
     parser.add_argument(
         "--data_dir", "--data-dir", type=Path | None, default=None, help="folder of on-disk datasets (default ./data)"
@@ -169,6 +189,10 @@ def run_parser(
             parser.add_argument(
                 f"--arch_args.{key}", type=type(default), default=default, help=f"arch argument of {arch}"
             )
+
+
+def _add_stream_arguments(parser: ArgumentParser) -> None:
+    """The request stream's length and sizes, and the seeds (one for everything, or each part on its own)."""
     parser.add_argument("--requests", type=int, default=5, help="number of unlearning requests T")
     parser.add_argument(
         "--size",
@@ -191,6 +215,10 @@ def run_parser(
     parser.add_argument(
         "--stream_seed", "--stream-seed", type=int | None, default=None, help="the stream's manifest (default --seed)"
     )
+
+
+def _add_protocol_arguments(parser: ArgumentParser) -> None:
+    """What each request is measured against: the oracle schedule, single-shot counterfactuals, the SVC's non-members."""
     parser.add_argument("--oracle", type=str, default="retrain", help="retrain (default) or none: no gap")
     parser.add_argument(
         "--oracle_every",
@@ -221,6 +249,12 @@ def run_parser(
         default="salun",
         help="non-members the SVC attack is fit on: salun (test of retained classes, default) or loft (all test)",
     )
+
+
+def _add_output_arguments(parser: ArgumentParser) -> None:
+    """Where results go, the hardware (passed to Lightning unchanged), logging, the pretraining recipe, tuned values."""
+    from unlearnbench.registry import LOGGERS
+
     parser.add_argument("--out", type=Path, default=Path("runs"), help="folder of run directories")
     parser.add_argument("--store", type=Path | None, default=None, help="model store (default OUT/store)")
     parser.add_argument(
@@ -246,16 +280,6 @@ def run_parser(
         default=None,
         help="folder of `unlearnbench tune` files: the method starts from its tuned values (explicit ones win)",
     )
-    if method in METHODS:
-        _add_method_arguments(parser, method)
-    from unlearnbench.registry import GUARDS
-
-    parser.add_argument(
-        "--guards", type=list[str], default=[], help=f"--guard NAME (repeatable, or a,b): {', '.join(GUARDS.names())}"
-    )
-    for guard in guards:
-        parser.add_class_arguments(GUARDS.get(guard), nested_key=guard, help=f"arguments of guard {guard}")
-    return parser
 
 
 def _add_method_arguments(parser: ArgumentParser, method: str) -> None:

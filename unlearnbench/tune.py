@@ -43,6 +43,7 @@ import time
 import warnings
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 from filelock import FileLock
@@ -60,6 +61,9 @@ from unlearnbench.registry import DATASETS, METHODS, STREAMS
 from unlearnbench.search_space import Distribution, Int, sample
 from unlearnbench.streams.base import StreamError
 from unlearnbench.training import Recipe
+
+if TYPE_CHECKING:  # imported where the parser is built: `unlearnbench --help` stays fast
+    from jsonargparse import ArgumentParser
 
 #: Seeds of the reported runs (`run`'s default and the suites'): tuning streams must use others.
 EVALUATION_SEEDS = (0, 1, 2)
@@ -549,12 +553,8 @@ def _seeds(text: str) -> tuple[int, ...]:
         raise ConfigError(f"--tune-seeds takes comma-separated integers (e.g. 100,101), got {text!r}") from None
 
 
-def tune_command(argv: list[str]) -> int:
-    """`unlearnbench tune --method M [...]` or `unlearnbench tune --suite FILE`; ConfigError for bad input."""
-    from jsonargparse import ArgumentError
-
-    from unlearnbench.console import quiet_lightning_info
-    from unlearnbench.data.cache import DatasetCache
+def tune_parser() -> ArgumentParser:
+    """`unlearnbench tune`'s options: one study's settings (or a tune suite file), its budget and its storage."""
     from unlearnbench.parsers import command_parser
 
     parser = command_parser("tune", "Tune a method's hyperparameters on validation streams.")
@@ -587,47 +587,61 @@ def tune_command(argv: list[str]) -> int:
     parser.add_argument("--devices", type=int | str, default=1)
     parser.add_argument("--precision", type=str, default="32-true")
     parser.add_argument("--quiet", type=bool, nargs="?", const=True, default=False, help="print nothing but errors")
-    try:
-        args = parser.parse_args(argv)
-    except ArgumentError as error:
-        raise ConfigError(str(error)) from error
-    warnings.filterwarnings(
-        "ignore", message=r".*module\(s\) in eval mode.*"
-    )  # Lightning: on_train_start sets train mode
+    return parser
+
+
+def tune_specs(args) -> list[TuneSpec]:
+    """The studies the parsed options ask for: every method of a tune suite, or the one `--method`."""
     if args.suite is not None:
         if args.method is not None:
             raise ConfigError("give either --suite or --method, not both")
         from unlearnbench.plan import load_suite
 
-        specs = suite_specs(load_suite(args.suite), args.out, args.storage)
-    elif args.method is None:
+        return suite_specs(load_suite(args.suite), args.out, args.storage)
+    if args.method is None:
         raise ConfigError(f"tune needs --method (one of: {', '.join(METHODS.names())}) or --suite FILE")
-    else:
-        specs = [
-            TuneSpec(
-                method=args.method,
-                stream=args.stream,
-                dataset=args.dataset,
-                dataset_args=dict(args.dataset_args),
-                data_dir=args.data_dir,
-                arch=args.arch,
-                arch_args=dict(args.arch_args),
-                requests=args.requests,
-                size=args.size,
-                recipe=dict(args.recipe),
-                trials=args.trials,
-                tune_seeds=_seeds(args.tune_seeds),
-                objective=args.objective,
-                sampler=args.sampler,
-                pruner=args.pruner,
-                out=args.out or Path("tuned"),
-                storage=args.storage,
-                store=args.store,
-                heartbeat=args.heartbeat,
-                sampler_seed=args.sampler_seed,
-                hardware=Hardware(args.accelerator, args.devices, precision=args.precision),
-            )
-        ]
+    return [
+        TuneSpec(
+            method=args.method,
+            stream=args.stream,
+            dataset=args.dataset,
+            dataset_args=dict(args.dataset_args),
+            data_dir=args.data_dir,
+            arch=args.arch,
+            arch_args=dict(args.arch_args),
+            requests=args.requests,
+            size=args.size,
+            recipe=dict(args.recipe),
+            trials=args.trials,
+            tune_seeds=_seeds(args.tune_seeds),
+            objective=args.objective,
+            sampler=args.sampler,
+            pruner=args.pruner,
+            out=args.out or Path("tuned"),
+            storage=args.storage,
+            store=args.store,
+            heartbeat=args.heartbeat,
+            sampler_seed=args.sampler_seed,
+            hardware=Hardware(args.accelerator, args.devices, precision=args.precision),
+        )
+    ]
+
+
+def tune_command(argv: list[str]) -> int:
+    """`unlearnbench tune --method M [...]` or `unlearnbench tune --suite FILE`; ConfigError for bad input."""
+    from jsonargparse import ArgumentError
+
+    from unlearnbench.console import quiet_lightning_info
+    from unlearnbench.data.cache import DatasetCache
+
+    try:
+        args = tune_parser().parse_args(argv)
+    except ArgumentError as error:
+        raise ConfigError(str(error)) from error
+    warnings.filterwarnings(
+        "ignore", message=r".*module\(s\) in eval mode.*"
+    )  # Lightning: on_train_start sets train mode
+    specs = tune_specs(args)
     for spec in specs:  # every study checked before anything is loaded or written
         spec.validate()
     quiet_lightning_info()
