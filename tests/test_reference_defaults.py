@@ -91,6 +91,22 @@ REFERENCE = {
     ("munba", "momentum"): 0.9,
     ("munba", "weight_decay"): 5e-4,
     ("munba", "clip"): 1.0,
+    # shaaaaron/DELETE 60018a1: method/delete.py (SGD momentum 0.9, no weight decay) and
+    # config/cifar10_resnet18.yaml (batch_size 128, unlearn_epoch 20; its unlearn_rate 1e-4 is not our lr).
+    ("delete", "epochs"): 20,
+    ("delete", "batch_size"): 128,
+    ("delete", "momentum"): 0.9,
+    ("delete", "weight_decay"): 0.0,
+    # csm9493/L2UL 5fb777b: main_unlearn_cifar10_mixed_label_resnet18.py (naiive_unlearn_kwargs batch 32,
+    # SGD momentum 0.9 and weight decay 1e-4, --pgd-alpha 0.1) and run_unlearn_cifar_imagenet.sh (--unlearn-lr
+    # 0.001, --reg-lamb 1.0, --pgd-eps 4.0).
+    ("l2ul", "lr"): 1e-3,
+    ("l2ul", "batch_size"): 32,
+    ("l2ul", "momentum"): 0.9,
+    ("l2ul", "weight_decay"): 1e-4,
+    ("l2ul", "reg_lambda"): 1.0,
+    ("l2ul", "pgd_eps"): 4.0,
+    ("l2ul", "pgd_step"): 0.1,
 }
 
 
