@@ -40,6 +40,73 @@ REFERENCE = {
     ("salun", "lr"): 0.013,
     ("salun", "epochs"): 10,
     ("salun", "batches"): "forget_then_retain",
+    # OPTML-Group/Unlearn-Saliency a6e89fd: Classification/arg_parser.py (batch, momentum, weight decay) and
+    # unlearn/FT.py, GA.py; lr and epochs from OPTML-Group/Unlearn-Sparse 80ba55d: README.MD (FT, GA, l1-sparse).
+    ("finetune", "lr"): 0.01,
+    ("finetune", "epochs"): 10,
+    ("finetune", "batch_size"): 256,
+    ("finetune", "momentum"): 0.9,
+    ("finetune", "weight_decay"): 5e-4,
+    ("ga", "lr"): 1e-4,
+    ("ga", "epochs"): 5,
+    ("ga", "batch_size"): 256,
+    ("ga", "momentum"): 0.9,
+    ("ga", "weight_decay"): 5e-4,
+    ("l1_sparse", "lr"): 0.01,
+    ("l1_sparse", "epochs"): 10,
+    ("l1_sparse", "batch_size"): 256,
+    ("l1_sparse", "momentum"): 0.9,
+    ("l1_sparse", "weight_decay"): 5e-4,
+    # JingWu321/Scissorhands 73ae065: Classification/sh/main_0.1_cifar10.sh (FT_prune --alpha 0.0001); the
+    # Unlearn-Sparse and Unlearn-Saliency READMEs leave --alpha open.
+    ("l1_sparse", "alpha"): 1e-4,
+    # meghdadk/SCRUB 98ffb11: large_scale_unlearning.ipynb (args.kd_T, msteps, gamma, alpha, sgda_*); its loaders
+    # use batches of 512 (forget) and 256 (retain), so batch_size has no reference value here.
+    ("scrub", "temperature"): 4.0,
+    ("scrub", "msteps"): 2,
+    ("scrub", "gamma"): 0.99,
+    ("scrub", "alpha"): 0.001,
+    ("scrub", "epochs"): 3,
+    ("scrub", "lr"): 5e-4,
+    ("scrub", "momentum"): 0.9,
+    ("scrub", "weight_decay"): 5e-4,
+    # vikram2000b/bad-teaching-unlearning f1aa988: CIFARSuper20_Rocket_Unlearn.ipynb (0.3 retain subset,
+    # KL_temperature = 1, Adam lr 0.0001 without weight decay, epochs = 1, batch_size = 256), unlearn.py.
+    ("bad_teacher", "retain_fraction"): 0.3,
+    ("bad_teacher", "temperature"): 1.0,
+    ("bad_teacher", "lr"): 1e-4,
+    ("bad_teacher", "epochs"): 1,
+    ("bad_teacher", "batch_size"): 256,
+    ("bad_teacher", "weight_decay"): 0.0,
+    # if-loops/selective-synaptic-dampening cdfdc0e: src/forget_full_class_main.py (selection_weighting
+    # 10 * model_size_scaler, 1 for ResNet; dampening_constant 1; -b 64).
+    ("ssd", "alpha"): 10.0,
+    ("ssd", "lam"): 1.0,
+    ("ssd", "batch_size"): 64,
+    # JingWu321/MUNBa 7038772: Classification/arg_parser.py (unlearn_lr, unlearn_epochs, batch_size, momentum,
+    # weight_decay) and unlearn/MUNBa.py (clip_grad_norm_ 1.0).
+    ("munba", "lr"): 0.01,
+    ("munba", "epochs"): 10,
+    ("munba", "batch_size"): 256,
+    ("munba", "momentum"): 0.9,
+    ("munba", "weight_decay"): 5e-4,
+    ("munba", "clip"): 1.0,
+    # shaaaaron/DELETE 60018a1: method/delete.py (SGD momentum 0.9, no weight decay) and
+    # config/cifar10_resnet18.yaml (batch_size 128, unlearn_epoch 20; its unlearn_rate 1e-4 is not our lr).
+    ("delete", "epochs"): 20,
+    ("delete", "batch_size"): 128,
+    ("delete", "momentum"): 0.9,
+    ("delete", "weight_decay"): 0.0,
+    # csm9493/L2UL 5fb777b: main_unlearn_cifar10_mixed_label_resnet18.py (naiive_unlearn_kwargs batch 32,
+    # SGD momentum 0.9 and weight decay 1e-4, --pgd-alpha 0.1) and run_unlearn_cifar_imagenet.sh (--unlearn-lr
+    # 0.001, --reg-lamb 1.0, --pgd-eps 4.0).
+    ("l2ul", "lr"): 1e-3,
+    ("l2ul", "batch_size"): 32,
+    ("l2ul", "momentum"): 0.9,
+    ("l2ul", "weight_decay"): 1e-4,
+    ("l2ul", "reg_lambda"): 1.0,
+    ("l2ul", "pgd_eps"): 4.0,
+    ("l2ul", "pgd_step"): 0.1,
 }
 
 

@@ -20,12 +20,13 @@ class BadTeacher(AdamOptimizer, GradientMethod):
     """Bad Teacher: KL to an incompetent teacher on forget, to a competent one on retain (Chundawat et al., AAAI 2023).
 
     "Can Bad Teaching Induce Forgetting?". The competent teacher is a frozen copy of the model before the request; the
-    incompetent one a freshly initialized model of the same arch (new each request). As in the reference
-    (`blindspot_unlearner`, also in SSD's code): a random 30% of retain (`retain_fraction`) is mixed with the forget set
-    in shuffled batches of 256, KL temperature 1, Adam lr 1e-4, 1 epoch. Where we differ: the 30% sample is drawn once
-    per request and filtered out of batches of forget ∪ retain, so batches hold about a third of 256 samples and an
-    epoch takes about 3× as many steps; KL is the batch mean (the reference's `F.kl_div` default averages over classes
-    too, a constant factor Adam mostly absorbs). `momentum` is unused (Adam).
+    incompetent one a freshly initialized model of the same arch (new each request). Compared against
+    vikram2000b/bad-teaching-unlearning at f1aa988 (2023-10-11), `unlearn.py` (`blindspot_unlearner`, copied by SSD's
+    code) and `CIFARSuper20_Rocket_Unlearn.ipynb`: a random 30% of retain (`retain_fraction`) is mixed with the forget
+    set in shuffled batches of 256, KL temperature 1, Adam lr 1e-4, 1 epoch. Where we differ: the 30% sample is drawn
+    once per request and filtered out of batches of forget ∪ retain, so batches hold about a third of 256 samples and
+    an epoch takes about 3× as many steps; KL is the batch mean (the reference's `F.kl_div` default averages over
+    classes too, a constant factor Adam mostly absorbs). `momentum` is unused (Adam).
 
     Args:
         retain_fraction: share of the retain set drawn once per request and mixed with the forget set.

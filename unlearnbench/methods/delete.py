@@ -25,12 +25,12 @@ def masked_target(teacher_logits: Tensor, labels: Tensor) -> Tensor:
 class Delete(GradientMethod):
     """DELETE: KL to the pre-request model's masked softmax on forget only (Zhou et al., CVPR 2025).
 
-    "Decoupled Distillation to Erase": the teacher is a frozen copy of the model before the request;
-    the target is its softmax with the true class removed, which keeps the "dark knowledge" about
-    the other classes; the loss is KL(batchmean) from the student's log-softmax. The reference
-    (`method/delete.py`) masks with −1e10 where we use −inf (both give exactly zero mass), uses SGD
-    with momentum 0.9, no weight decay, batch 128; lr 1e-3 is its recommended CIFAR-10 setting
-    (`scripts.sh`), 20 epochs its config. Its `disable_bn` option (off by default) is not exposed.
+    "Decoupled Distillation to Erase": the teacher is a frozen copy of the model before the request; the target is its
+    softmax with the true class removed, which keeps the "dark knowledge" about the other classes; the loss is
+    KL(batchmean) from the student's log-softmax. Compared against shaaaaron/DELETE at 60018a1 (2025-05-30),
+    `method/delete.py` (masks with −1e10 where we use −inf, both give exactly zero mass; SGD momentum 0.9, no weight
+    decay) and `config/cifar10_resnet18.yaml` (batch 128, 20 epochs). Where we differ: that config's lr is 1e-4, ours
+    1e-3 (no file at that commit gives 1e-3). Its `disable_bn` option (off by default) is not exposed.
     """
 
     batch_mode = BatchMode.FORGET

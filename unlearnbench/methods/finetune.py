@@ -16,8 +16,9 @@ from unlearnbench.streams.batches import BatchMode
 class FineTune(GradientMethod):
     """FT: cross-entropy on the retain set only (Warnecke et al., 2023; SalUn's baseline).
 
-    Defaults from SalUn's reference scripts (Fan et al., ICLR 2024): lr 0.01, 10 epochs, SGD
-    momentum 0.9, weight decay 5e-4, batch 256.
+    Compared against OPTML-Group/Unlearn-Saliency at a6e89fd (2026-02-28), `Classification/unlearn/FT.py` and
+    `arg_parser.py` (SGD momentum 0.9, weight decay 5e-4, batch 256), with lr 0.01 and 10 epochs from the FT command of
+    OPTML-Group/Unlearn-Sparse at 80ba55d (2024-03-12), `README.MD` (SalUn's code is adapted from it).
     """
 
     batch_mode = BatchMode.RETAIN

@@ -16,8 +16,10 @@ from unlearnbench.streams.batches import BatchMode
 class GradientAscent(GradientMethod):
     """GA: minimize −CE on the forget set only (Thudi et al., 2022; Graves et al., 2021).
 
-    Defaults from SalUn's reference scripts (Fan et al., ICLR 2024): lr 1e-4, 5 epochs. GA has no
-    retain term, so a larger step destroys the model; that is the point of the baseline.
+    Compared against OPTML-Group/Unlearn-Saliency at a6e89fd (2026-02-28), `Classification/unlearn/GA.py` and
+    `arg_parser.py` (SGD momentum 0.9, weight decay 5e-4, batch 256), with lr 1e-4 and 5 epochs from the GA command of
+    OPTML-Group/Unlearn-Sparse at 80ba55d (2024-03-12), `README.MD`. GA has no retain term, so a larger step destroys
+    the model; that is the point of the baseline.
     """
 
     batch_mode = BatchMode.FORGET

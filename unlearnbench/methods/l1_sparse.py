@@ -23,10 +23,12 @@ def l1_weight(alpha: float, epoch: int, epochs: int) -> float:
 class L1Sparse(GradientMethod):
     """l1-sparse: CE on retain + α_t·‖θ‖₁, α_t decaying linearly (Jia et al., NeurIPS 2023).
 
-    "Model Sparsity Can Simplify Machine Unlearning", reference `FT_l1` (Unlearn-Sparse, also
-    reused by MUNBa's code): the penalty is the l1 norm of all parameters and its weight is set
-    per epoch as α·(1 − epoch/epochs), so the last epoch still uses α/epochs and the weight
-    reaches 0 when training ends. α = 1e-4, lr 0.01 and 10 epochs follow the authors' scripts.
+    "Model Sparsity Can Simplify Machine Unlearning". Compared against OPTML-Group/Unlearn-Saliency at a6e89fd
+    (2026-02-28), `Classification/unlearn/FT.py` (`FT_l1`, run as `FT_prune`; SGD momentum 0.9, weight decay 5e-4, batch
+    256): the penalty is the l1 norm of all parameters, weighted per epoch by α·(1 − epoch/epochs) (`--no-l1-epochs` 0),
+    so the last epoch still uses α/epochs. lr 0.01, 10 epochs: OPTML-Group/Unlearn-Sparse at 80ba55d, `README.MD`. No
+    README fixes α (`--alpha ${alpha}`; the parser's 0.2 is Fisher's noise scale); 1e-4 is what MUNBa's authors pass
+    (JingWu321/Scissorhands at 73ae065, `Classification/sh/main_0.1_cifar10.sh`).
 
     Args:
         alpha: initial weight α of the l1 penalty (decays linearly to 0).

@@ -30,19 +30,20 @@ def mas_penalty_weights(model: nn.Module, batches: list[Batch]) -> dict[str, Ten
 class L2UL(GradientMethod):
     """L2UL: −CE(forget) + CE(adversarial examples, their targets) + MAS anchor (Cha et al., AAAI 2024).
 
-    "Learning to Unlearn: Instance-wise Unlearning for Pre-trained Classifiers", reference `csm9493/L2UL`. Before
+    "Learning to Unlearn: Instance-wise Unlearning for Pre-trained Classifiers". Compared against csm9493/L2UL at
+    5fb777b (2024-10-27), `main_unlearn_cifar10_mixed_label_resnet18.py` and `run_unlearn_cifar_imagenet.sh`. Before
     training, `num_adv` targeted L2-PGD examples of each forget sample are made against the pre-request model (eps 4,
-    step 0.1, random start, targets uniform over the other classes) and labelled with their targets; the loss weighs
-    −CE on the forget batch and CE on the same samples' adversarial examples by their counts, plus `reg_lambda`/2 ·
-    Σ Ω·(θ − θ_before)², Ω = 1 − per-tensor min-max-normalized MAS importance on forget. SGD lr 1e-3, momentum 0.9,
-    weight decay 1e-4, λ = 1 as in `run_unlearn_cifar_imagenet.sh`. The reference's latest commit crashes in its attack
+    step 0.1, random start, targets uniform over the other classes) and labelled with their targets; the loss weighs −CE
+    on the forget batch and CE on the same samples' adversarial examples by their counts, plus
+    `reg_lambda`/2 · Σ Ω·(θ − θ_before)², Ω = 1 − per-tensor min-max-normalized MAS importance on forget. Forget batch
+    32, SGD momentum 0.9, weight decay 1e-4; lr 1e-3, λ = 1 and eps 4 from the script. That commit crashes in its attack
     call (the number of images is passed as the number of classes, the sample indices are None); this is the paper's
     intent. Where we differ: the reference makes 20 examples with 100 PGD iterations per sample for forget sets of 16
     samples; the attack costs |F|·num_adv·iters gradient steps, so for class-wise forget sets the defaults are 5 and 10
-    (10 iterations as in the DELETE authors' re-implementation). The attack runs on normalized inputs (eps in
-    normalized units, no [0, 1] clipping: a method does not see the dataset's statistics); the importance is taken in
-    eval mode, leaving BN's statistics untouched (the reference: train mode on a throwaway copy); training runs a fixed
-    number of epochs (default 10) instead of repeating until forget accuracy is 0.
+    (10 iterations as in the DELETE authors' re-implementation). The attack runs on normalized inputs (eps in normalized
+    units, no [0, 1] clipping: a method does not see the dataset's statistics); the importance is taken in eval mode,
+    leaving BN's statistics untouched (the reference: train mode on a throwaway copy); training runs a fixed number of
+    epochs (default 10) instead of repeating until forget accuracy is 0.
 
     Args:
         reg_lambda: weight λ of the MAS anchor.

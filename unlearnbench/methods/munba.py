@@ -44,12 +44,12 @@ def munba_weights(g_r: Tensor, g_f: Tensor) -> tuple[float, float]:
 class MUNBa(ClipsGradientNorm, GradientMethod):
     """MUNBa: α_r·CE(retain) + α_f·CE(forget, random labels), α by Nash bargaining (Wu & Harandi, CVPR 2025).
 
-    "MUNBa: Machine Unlearning via Nash Bargaining", reference `Classification/unlearn/MUNBa.py` (its closed-form
-    branch): per step the flattened gradients of both losses give α (see `nash_bargaining`), the combined loss is
-    back-propagated and the gradient norm clipped at 1.0; random forget labels may hit the true class. lr 0.01, 10
-    epochs, batch 256, SGD momentum 0.9, weight decay 5e-4 as in its arguments. The reference zips the two loaders, so
-    once the forget loader runs out it takes plain retain CE steps without clipping; that is `cycle_forget=False`. By
-    default (`cycle_forget=True`) the forget batches are cycled and every step bargains.
+    "MUNBa: Machine Unlearning via Nash Bargaining". Compared against JingWu321/MUNBa at 7038772 (2025-03-28),
+    `Classification/unlearn/MUNBa.py` (its closed-form branch): per step the flattened gradients of both losses give α
+    (see `nash_bargaining`), the combined loss is back-propagated and the gradient norm clipped at 1.0; random forget
+    labels may hit the true class. lr 0.01, 10 epochs, batch 256, SGD momentum 0.9, weight decay 5e-4 as in its
+    `arg_parser.py`. The reference zips the two loaders, so once the forget loader runs out it takes plain retain CE
+    steps without clipping; that is `cycle_forget=False`. Our default (`cycle_forget=True`) cycles the forget batches.
 
     Args:
         cycle_forget: cycle the forget batches so every step bargains (false: the reference's zip).

@@ -21,12 +21,13 @@ class SCRUB(GradientMethod):
 
     "Towards Unbounded Machine Unlearning". The teacher is the model before the request. A max-step maximizes KL(teacher
     ‖ student) at temperature T on a forget batch; a min-step minimizes γ·CE + α·KL on a retain batch; max-steps happen
-    only in the first `msteps` epochs. Defaults are the reference's (`meghdadk/SCRUB`): T = 4, msteps = 2, γ = 0.99, α =
-    0.001, 3 epochs, SGD lr 5e-4, momentum 0.9, weight decay 5e-4 (its lr decay epochs 3, 5, 9 never trigger in 3
-    epochs). Where we differ: the reference runs a whole forget pass (batch 32) and then a whole retain pass (batch 128)
-    per epoch; here one batch size serves both and each of the first ⌈|F|/batch⌉ steps of an epoch does a max-step then
-    a min-step, so the number of max-steps per pass is the same but they alternate with min-steps (the SGDA reading of
-    the paper). Its unused SWA smoothing (`smoothing = 0`) is left out.
+    only in the first `msteps` epochs. Compared against meghdadk/SCRUB at 98ffb11 (2024-08-17),
+    `large_scale_unlearning.ipynb`: T = 4, msteps = 2, γ = 0.99, α = 0.001, 3 epochs, SGD lr 5e-4, momentum 0.9,
+    weight decay 5e-4 (its lr decay epochs 3, 5, 9 never trigger in 3 epochs). Where we differ: the reference runs a
+    whole forget pass (batch 512), then a whole retain pass (batch 256) per epoch (its `sgda_batch_size` 128 and
+    `del_batch_size` 32 are set but unused); here one batch size (128) serves both and each of the first ⌈|F|/batch⌉
+    steps of an epoch does a max-step then a min-step (the SGDA reading of the paper). Its unused SWA smoothing
+    (`smoothing = 0`) is left out.
 
     Args:
         temperature: KL temperature T.

@@ -27,11 +27,12 @@ def dampen(model: nn.Module, data: dict[str, Tensor], forget: dict[str, Tensor],
 class SSD(WeightEdit):
     """SSD: selective synaptic dampening, no training (Foster et al., AAAI 2024).
 
-    "Fast Machine Unlearning Without Retraining Through Selective Synaptic Dampening", reference `ssd.py`
-    (`ParameterPerturber`): importances are computed in eval mode, I_f over the forget set and I_D over the training
-    data in batches of 64 without shuffling, retain first then forget (the reference's `ConcatDataset`); here "the
+    "Fast Machine Unlearning Without Retraining Through Selective Synaptic Dampening". Compared against
+    if-loops/selective-synaptic-dampening at cdfdc0e (2024-09-11), `src/ssd.py` (`ParameterPerturber`) and
+    `src/forget_full_class_main.py`: importances are computed in eval mode, I_f over the forget set and I_D over the
+    training data in batches of 64 (`-b`) without shuffling, retain first then forget (its `ConcatDataset`); here "the
     training data" is what the model is still trained on, retain ∪ the current forget set. α (selection) = 10 and λ
-    (dampening) = 1 as in its CIFAR settings. Because I_D contains the forget batches, I_D ≳ (|F|/|D|)·I_f: nothing can
+    (dampening) = 1 as in its ResNet settings. Because I_D contains the forget batches, I_D ≳ (|F|/|D|)·I_f: nothing can
     be selected once the forget set is 1/α of the data or more (one digits class is 10%), so α must be set below |D|/|F|
     there. No optimizer is involved, so SSD takes no optimizer settings.
 
