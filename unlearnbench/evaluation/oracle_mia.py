@@ -48,6 +48,7 @@ that never saw the sample says removes per-sample difficulty (Carlini et al., 20
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -124,11 +125,26 @@ def auc_null_band(
     if n_p == 0 or n_n == 0:
         return None, None
     ranks = rankdata(np.concatenate([positive, negative]))
-    rng = np.random.default_rng(0)
-    draws = np.argsort(rng.random((permutations, n_p + n_n)), axis=1)[:, :n_p]
-    aucs = (ranks[draws].sum(axis=1) - n_p * (n_p + 1) / 2) / (n_p * n_n)
+    rank_sums = ranks[_permuted_positives(permutations, n_p, n_p + n_n)].sum(axis=1)
+    aucs = (rank_sums - n_p * (n_p + 1) / 2) / (n_p * n_n)
     tail = (1 - level) / 2
     return float(np.quantile(aucs, tail)), float(np.quantile(aucs, 1 - tail))
+
+
+@lru_cache(maxsize=2)
+def _permuted_positives(permutations: int, positives: int, total: int) -> np.ndarray:
+    """Which `positives` of `total` pooled scores each of the seeded (0) permutations labels positive.
+
+    The draws depend on the sizes alone, never on the scores, and a request's bands share sizes: φ
+    of the method and of the oracle, LiRA and RMIA all pool F_t with the same test negatives, and
+    both φ_retain bands pool retain with `test_retain`. Drawn once per size, not per band: the
+    argsort of `permutations` × `total` random numbers was most of a request's scoring time (the
+    retain side pools over a thousand scores). Two sizes cover a request; read-only, as it is shared.
+    """
+    rng = np.random.default_rng(0)
+    draws = np.argsort(rng.random((permutations, total)), axis=1)[:, :positives].copy()  # not a view of the whole
+    draws.flags.writeable = False
+    return draws
 
 
 def _with_band(key: str, positive: np.ndarray, negative: np.ndarray) -> dict:
