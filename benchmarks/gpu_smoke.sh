@@ -132,9 +132,9 @@ result = runner.run()
 wall = time.perf_counter() - wall
 
 if rank_zero_only.rank == 0:
-    rows = [row for row in result.rows if row.get("status", "ok") == "ok"]
+    rows = [row for row in result.rows if row.status == "ok"]
     retained = [len(request.retain) for request in runner.stream.requests[: len(rows)]]
-    unlearning = [epochs * sum(retained), sum(row["method"]["rte_s"] for row in rows), len(rows)]
+    unlearning = [epochs * sum(retained), sum(row.method["rte_s"] for row in rows), len(rows)]
     phases = {"unlearning (FT)": unlearning, **timed}
     device = torch.cuda.get_device_name(0) if accelerator == "gpu" else "cpu"
     print(f"\nunlearnbench smoke: {dataset} x {arch}, {requests} requests, {devices} x {device}, {strategy}, {precision}")
@@ -146,11 +146,11 @@ if rank_zero_only.rank == 0:
         print(f"{phase:<18}{calls:>6}{images:>12,}{seconds:>10.2f}{rate:>12,.0f}")
     last = rows[-1]
     print(
-        f"wall {wall:.1f}s; request {last['t']}: forget_acc {last['method']['forget_acc']:.1f} "
-        f"(oracle {last['oracle']['forget_acc']:.1f}), test_acc {last['method']['test_acc']:.1f} "
-        f"(oracle {last['oracle']['test_acc']:.1f}); run directory {result.run_dir}"
+        f"wall {wall:.1f}s; request {last.t}: forget_acc {last.method['forget_acc']:.1f} "
+        f"(oracle {last.oracle['forget_acc']:.1f}), test_acc {last.method['test_acc']:.1f} "
+        f"(oracle {last.oracle['test_acc']:.1f}); run directory {result.run_dir}"
     )
-    finite = all(np.isfinite(row["method"]["forget_acc"]) for row in rows)
+    finite = all(np.isfinite(row.method["forget_acc"]) for row in rows)
     summary = {
         "dataset": dataset,
         "arch": arch,

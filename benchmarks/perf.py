@@ -44,6 +44,7 @@ logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
 from unlearnbench.config import RunConfig  # noqa: E402
 from unlearnbench.evaluation.evaluator import compute_logits  # noqa: E402
 from unlearnbench.evaluation.keys import METRIC_KEYS  # noqa: E402
+from unlearnbench.records import RequestRecord  # noqa: E402
 from unlearnbench.rundir import RunDirectory  # noqa: E402
 from unlearnbench.runner import Runner  # noqa: E402
 
@@ -175,7 +176,7 @@ def p3_suite(root: Path) -> None:
 def p4_loft(root: Path) -> None:
     runner = Runner(_config(root, method="loft"))
     result = runner.run()
-    after_first = [row["method"]["rte_s"] for row in result.rows[1:]]
+    after_first = [row.method["rte_s"] for row in result.rows[1:]]
     worst = max(after_first)
     passes = runner.method.cache.passes
     report("P4a", "LOFT per-request time after the feature pass (max, t>=2)", worst, "< 1 s", worst < 1.0)
@@ -230,8 +231,7 @@ def p6_bookkeeping(root: Path, repeats: int) -> None:
         for t in range(1, T + 1):
             start = time.perf_counter()
             request = runner.stream.select(t)
-            row = {"t": t, "status": "ok", "forget_classes": request.forget_classes}
-            row |= {"method": scores | {"history": [50.0] * T}, "oracle": scores, "single_shot": scores}
+            row = RequestRecord(t, "ok", request.forget_classes, scores | {"history": [50.0] * T}, scores, scores)
             run_dir.save_state(t, state)
             run_dir.append_row(row)
             logger.log_request(row)

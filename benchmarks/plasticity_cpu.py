@@ -60,8 +60,8 @@ def cell_numbers(run_dir: Path) -> dict:
     summary = json.loads((run_dir / "summary.json").read_text())
     rows = RunDirectory(run_dir).rows()
     geometry = read_geometry_csv(run_dir / "geometry.csv")
-    gains = [row["method"].get("forward_gain") for row in rows if row["method"].get("forward_gain") is not None]
-    history = np.array([row["method"]["history"] for row in rows])
+    gains = [row.method.get("forward_gain") for row in rows if row.method.get("forward_gain") is not None]
+    history = np.array([row.method["history"] for row in rows])
     events = {t for t in range(len(rows)) for s in range(t) if history[t, s] - history[s, s] > 10.0}
     co = [g.get("co_all_1") for g in geometry]
     flips = [t for t in range(1, len(co)) if co[t] is not None and co[t - 1] is not None and co[t] * co[t - 1] < 0]

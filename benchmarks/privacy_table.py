@@ -53,12 +53,12 @@ def table(runs: dict[str, list[RunDirectory]]) -> list[str]:
         privacy = {entry["t"]: entry for entry in chain_privacy([chain.path for chain in chains])["requests"]}
         if not oracle_printed:
             for t in range(1, len(rows[0]) + 1):
-                member = _mean([chain[t - 1]["oracle"]["mia_member_rate"] for chain in rows])
+                member = _mean([chain[t - 1].oracle["mia_member_rate"] for chain in rows])
                 lines.append(f"| oracle | {t} | {_cell(member, 1)} | 0.500 | 0.500 | 1.000 | floor |")
             oracle_printed = True
         for t in range(1, len(rows[0]) + 1):
-            member = _mean([chain[t - 1]["method"]["mia_member_rate"] for chain in rows])
-            lira = _mean([chain[t - 1]["method"].get("lira_auc") for chain in rows])
+            member = _mean([chain[t - 1].method["mia_member_rate"] for chain in rows])
+            lira = _mean([chain[t - 1].method.get("lira_auc") for chain in rows])
             entry = privacy.get(t, {})
             cells = [_cell(entry.get(key), 3) for key in ("rmia_auc", "tow", "eps_score")]
             lines.append(

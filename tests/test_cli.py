@@ -84,7 +84,7 @@ def test_readme_method_example_runs(tmp_path, shared_store, monkeypatch):
     exec(compile(code, "README.md", "exec"), {})
     assert "ascent_descent" in METHODS
     result = Runner(tiny_config(tmp_path, shared_store, "ascent_descent")).run()
-    assert len(result.rows) == 2 and result.rows[-1]["method"]["forget_acc"] < 100
+    assert len(result.rows) == 2 and result.rows[-1].method["forget_acc"] < 100
 
 
 @pytest.mark.slow

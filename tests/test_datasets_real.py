@@ -303,8 +303,8 @@ def test_a_stream_runs_end_to_end_on_a_folder_dataset(tmp_path, monkeypatch):
     )
     result = Runner(config).run()
     row = result.rows[0]
-    assert row["t"] == 1 and row["oracle"] is not None
-    assert 0 <= row["method"]["forget_acc"] <= 100 and 0 <= row["method"]["test_acc"] <= 100
+    assert row.t == 1 and row.oracle is not None
+    assert 0 <= row.method["forget_acc"] <= 100 and 0 <= row.method["test_acc"] <= 100
 
 
 # ---------------------------------------------------------------- ImageNet-style folder of classes

@@ -39,7 +39,7 @@ def test_ddp_run_metrics_equal_a_single_process_evaluation(tmp_path, shared_stor
     hardware = Hardware(accelerator="cpu", devices=2, strategy="ddp")
     config = tiny_config(tmp_path, shared_store, "rl", requests=2, hardware=hardware)
     result = Runner(config).run()
-    assert len(result.rows) == 2 and result.summary["status"] == "complete"
+    assert len(result.rows) == 2 and result.summary.status == "complete"
 
     single = Runner(tiny_config(tmp_path, shared_store, "rl", requests=2))
     model = single.trained_model(np.zeros(0, dtype=np.int64), "pretraining")
@@ -47,7 +47,7 @@ def test_ddp_run_metrics_equal_a_single_process_evaluation(tmp_path, shared_stor
     single.method.load_state_dict(RunDirectory(result.run_dir).load_state(2))
     rescored = single.score(single.logits(single.method), single.stream.select(2))
     for key in ("forget_acc", "retain_acc", "test_acc", "forget_test_acc", "mia_member_rate", "history"):
-        assert rescored[key] == result.rows[-1]["method"][key], key
+        assert rescored[key] == result.rows[-1].method[key], key
 
 
 def _free_port() -> int:

@@ -218,7 +218,7 @@ def test_runner_records_geometry_and_resume_matches_an_uninterrupted_run(tmp_pat
     original = RunDirectory.append_row
 
     def crash_at_2(self, row):
-        if row["t"] == 2:
+        if row.t == 2:
             raise KeyboardInterrupt("simulated crash after u_2 was written")
         original(self, row)
 
@@ -241,14 +241,14 @@ def test_runner_records_geometry_and_resume_matches_an_uninterrupted_run(tmp_pat
             if x[key] is not None:
                 assert x[key] == pytest.approx(y[key], rel=1e-6, abs=1e-9), key
     for row in resumed.rows:
-        scores = row["method"]
-        assert scores["update_norm"] == pytest.approx(b[row["t"] - 1]["update_norm"], rel=1e-5)
+        scores = row.method
+        assert scores["update_norm"] == pytest.approx(b[row.t - 1]["update_norm"], rel=1e-5)
         assert 0.0 <= scores["er_r1"] <= 1.0 + 1e-9
-        assert 0.0 <= scores["lira_auc"] <= 1.0 and row["oracle"]["lira_auc"] is None
-        assert 0.0 <= row["oracle"]["phi_auc"] <= 1.0
-    assert resumed.rows[0]["method"]["er_online_r1"] is None
-    assert resumed.rows[1]["method"]["er_r2"] == pytest.approx(1.0)
-    assert "rememorization_events" in resumed.summary
+        assert 0.0 <= scores["lira_auc"] <= 1.0 and row.oracle["lira_auc"] is None
+        assert 0.0 <= row.oracle["phi_auc"] <= 1.0
+    assert resumed.rows[0].method["er_online_r1"] is None
+    assert resumed.rows[1].method["er_r2"] == pytest.approx(1.0)
+    assert "rememorization_events" in resumed.summary.scores
 
 
 def test_the_geometry_of_a_finished_run_needs_no_torch():

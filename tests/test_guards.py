@@ -150,7 +150,7 @@ def test_guard_state_survives_resume(tmp_path, shared_store, monkeypatch):
     rows = resumed.run().rows
     assert len(resumed.guards[0].updates) == 2
     torch.testing.assert_close(resumed.guards[0].updates, whole.guards[0].updates)
-    assert rows[1]["method"]["forget_acc"] == whole_rows[1]["method"]["forget_acc"]
+    assert rows[1].method["forget_acc"] == whole_rows[1].method["forget_acc"]
 
 
 def test_guards_compose_on_the_cli_and_in_the_run_identity(tmp_path):

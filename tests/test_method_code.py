@@ -66,7 +66,7 @@ def test_a_partial_run_whose_method_changed_is_not_resumed(tmp_path, shared_stor
     append_row = RunDirectory.append_row
 
     def killed_at_the_second_row(self, row):
-        if row["t"] == 2:
+        if row.t == 2:
             raise RuntimeError("killed")
         append_row(self, row)
 

@@ -51,7 +51,7 @@ def test_method_runs_and_metrics_are_in_range(method, stream, tmp_path, shared_s
     result = run_tiny(tmp_path, shared_store, method, stream)
     assert len(result.rows) == 2
     for row in result.rows:
-        scores = row["method"]
+        scores = row.method
         for key in ("forget_acc", "retain_acc", "test_acc", "mia_member_rate"):
             assert 0.0 <= scores[key] <= 100.0, (key, scores[key])
         assert math.isfinite(scores["gap"]) and scores["gap"] >= 0

@@ -21,6 +21,7 @@ from unlearnbench.evaluation.privacy import (
     tow,
     tow_scores,
 )
+from unlearnbench.records import RequestRecord
 
 
 def test_identical_distributions_score_one():
@@ -229,14 +230,14 @@ def test_tow_on_hand_numbers():
     assert tow({**method, "test_acc": None}, oracle) is None
 
 
-def _write_chain(path, logits: dict, rows: list[dict], requests: list[dict], labels) -> None:
+def _write_chain(path, logits: dict, rows: list[RequestRecord], requests: list[dict], labels) -> None:
     """A run directory as `--save-logits` leaves it, holding only what `chain_privacy` reads."""
     import json
 
     (path / "logits").mkdir(parents=True)
     (path / "manifest.json").write_text(json.dumps({"requests": requests}))
     np.savez(path / "labels.npz", train=labels[0], test=labels[1])
-    (path / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    (path / "metrics.jsonl").write_text("".join(json.dumps(row.to_json()) + "\n" for row in rows))
     for t, arrays in enumerate(logits, start=1):
         np.savez(path / "logits" / f"t{t:03d}.npz", **arrays)
 
@@ -254,7 +255,7 @@ def test_chain_privacy_on_hand_built_run_directories(tmp_path):
     ]
     oracles = [[(rng.normal(size=(200, 3)), rng.normal(size=(150, 3))) for _ in range(3)] for _ in forget]
     scores = {"forget_acc": 40.0, "retain_acc": 90.0, "test_acc": 80.0, "mia_member_rate": 50.0}
-    rows = [{"t": t, "method": scores, "oracle": {**scores, "forget_acc": 30.0}} for t in (1, 2)]
+    rows = [RequestRecord(t, "ok", None, scores, {**scores, "forget_acc": 30.0}, None) for t in (1, 2)]
 
     def chains(boost: float) -> list:
         paths = []
@@ -308,7 +309,7 @@ def test_chain_privacy_with_a_sparse_oracle_schedule_scores_only_the_requests_wi
     ]
     oracles = {t: [(rng.normal(size=(120, 3)), rng.normal(size=(90, 3))) for _ in range(3)] for t in (2, 3)}
     scores = {"forget_acc": 40.0, "retain_acc": 90.0, "test_acc": 80.0, "mia_member_rate": 50.0}
-    rows = [{"t": t, "method": scores, "oracle": None if t == 1 else scores} for t in (1, 2, 3)]
+    rows = [RequestRecord(t, "ok", None, scores, None if t == 1 else scores, None) for t in (1, 2, 3)]
     paths = []
     for j in range(3):
         saved = [{"method_train": rng.normal(size=(120, 3)), "method_test": rng.normal(size=(90, 3))}]
@@ -398,7 +399,9 @@ def test_chain_privacy_of_two_chains_gives_rmia_and_tow_but_no_eps(tmp_path):
     }
     for j in range(2):
         saved = [{"method_train": oracles[j][0], "method_test": oracles[j][1], **arrays}]
-        _write_chain(tmp_path / f"chain{j}", saved, [{"t": 1, "method": scores, "oracle": scores}], requests, labels)
+        _write_chain(
+            tmp_path / f"chain{j}", saved, [RequestRecord(1, "ok", None, scores, scores, None)], requests, labels
+        )
     privacy = chain_privacy([tmp_path / "chain0", tmp_path / "chain1"])
     (request,) = privacy["requests"]
     assert request["eps_forget_score"] is None and request["eps_score"] is None

@@ -11,16 +11,17 @@ from threadpoolctl import threadpool_limits
 
 from tests.conftest import tiny_config
 from unlearnbench.config import ConfigError
+from unlearnbench.records import RequestRecord
 from unlearnbench.rundir import RunDirectory
 from unlearnbench.runner import Runner
 
 TIMINGS = ("rte_s", "prepare_s")
 
 
-def _comparable(rows: list[dict]) -> list[dict]:
+def _comparable(rows: list[RequestRecord]) -> list[RequestRecord]:
     for row in rows:
         for key in TIMINGS:
-            row["method"].pop(key, None)
+            row.method.pop(key, None)
     return rows
 
 
@@ -30,16 +31,16 @@ def test_oracles_exist_at_the_scheduled_requests_only_and_the_store_holds_exactl
         tmp_path, store, "finetune", requests=7, oracle_every=3, single_shot_every=0, method_args={"epochs": 1}
     )
     result = Runner(config).run()
-    assert [row["t"] for row in result.rows if row["oracle"] is not None] == [3, 6, 7]
+    assert [row.t for row in result.rows if row.oracle is not None] == [3, 6, 7]
     for row in result.rows:  # absent elsewhere: never 0, never the last oracle's values carried over
-        has_gap = {"gap", "gap_acc", "lira_auc"} & set(row["method"])
-        assert bool(has_gap) == (row["oracle"] is not None), row["t"]
+        has_gap = {"gap", "gap_acc", "lira_auc"} & set(row.method)
+        assert bool(has_gap) == (row.oracle is not None), row.t
     entries = [json.loads(path.read_text()) for path in store.glob("*.json")]
     forgotten = {t: len(Runner(config).stream.select(t).forgotten) for t in (3, 6, 7)}
     assert sorted(entry["num_excluded"] for entry in entries) == [0, *sorted(forgotten.values())]
-    assert result.summary["oracle_requests"] == 3
-    assert result.summary["mean_gap"] == pytest.approx(
-        np.mean([result.rows[t - 1]["method"]["gap"] for t in (3, 6, 7)])
+    assert result.summary.scores["oracle_requests"] == 3
+    assert result.summary.scores["mean_gap"] == pytest.approx(
+        np.mean([result.rows[t - 1].method["gap"] for t in (3, 6, 7)])
     )
 
 
@@ -71,12 +72,12 @@ def test_single_shot_at_t1_is_the_continual_row_and_a_fresh_single_shot_fit_give
         method, served = runner.single_shot_fit(request)  # served now, not read from the cache
     fresh = runner.score(runner.logits(method), request)
     fresh.pop("history")
-    assert fresh | {"update_norm": served["update_norm"]} == first["single_shot"]
-    assert all(first["method"][key] == value for key, value in first["single_shot"].items())
-    assert first["method"]["forward_gain"] == 0.0
-    assert last["method"]["forward_gain"] == last["method"]["forget_acc"] - last["single_shot"]["forget_acc"]
-    assert result.summary["forward_failure"] == last["method"]["forward_gain"]
-    assert result.summary["single_shot_forget_acc"] == last["single_shot"]["forget_acc"]
+    assert fresh | {"update_norm": served["update_norm"]} == first.single_shot
+    assert all(first.method[key] == value for key, value in first.single_shot.items())
+    assert first.method["forward_gain"] == 0.0
+    assert last.method["forward_gain"] == last.method["forget_acc"] - last.single_shot["forget_acc"]
+    assert result.summary.scores["forward_failure"] == last.method["forward_gain"]
+    assert result.summary.scores["single_shot_forget_acc"] == last.single_shot["forget_acc"]
 
 
 def test_single_shot_results_are_cached_for_reruns_and_longer_streams(tmp_path, shared_store, monkeypatch):
@@ -92,7 +93,7 @@ def test_single_shot_results_are_cached_for_reruns_and_longer_streams(tmp_path, 
     longer = Runner(tiny_config(tmp_path / "long", shared_store, "finetune", requests=3)).run()
     assert fits == [3]  # F_1 (the continual row itself) and F_2 come from the cache
     short = RunDirectory(next((tmp_path / "short").glob("finetune-*"))).rows()
-    assert longer.rows[1]["single_shot"] == short[1]["single_shot"]
+    assert longer.rows[1].single_shot == short[1].single_shot
 
 
 class SimulatedCrashError(Exception):
@@ -122,8 +123,8 @@ def test_a_killed_run_with_schedules_resumes_to_identical_rows(tmp_path, shared_
     partial = Runner(config)
     assert len(partial.run_dir.rows()) == 2  # the torn line is not a finished request
     resumed = partial.run()
-    assert [row["t"] for row in resumed.rows if row["oracle"]] == [2, 4]
-    assert [row["t"] for row in resumed.rows if row["single_shot"]] == [3, 4]
+    assert [row.t for row in resumed.rows if row.oracle] == [2, 4]
+    assert [row.t for row in resumed.rows if row.single_shot] == [3, 4]
     assert _comparable(RunDirectory(resumed.run_dir).rows()) == _comparable(RunDirectory(reference.run_dir).rows())
     assert (resumed.run_dir / "history.csv").read_text() == (reference.run_dir / "history.csv").read_text()
     assert json.loads((resumed.run_dir / "summary.json").read_text()) | {"final": None} == json.loads(

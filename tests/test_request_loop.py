@@ -63,7 +63,7 @@ def test_a_follower_makes_the_leaders_fits_in_order_and_writes_nothing(tmp_path,
     result = follower.run()
     # The store decisions were the leader's ("train" for every model it trained): the follower trains them too.
     assert fits == leader_fits
-    assert result.summary["status"] == "followed node 0 as node 1" and result.rows == []
+    assert result.summary.status == "followed node 0 as node 1" and result.rows == []
     assert not follower_dir.exists()  # no run directory, no lock, no logs: the leader writes
     assert sorted(p.name for p in leader_result.run_dir.iterdir()) == leader_files
 

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 from tests.conftest import tiny_config
 from unlearnbench.methods.base import GradientMethod
+from unlearnbench.records import RequestRecord
 from unlearnbench.registry import METHODS
 from unlearnbench.rundir import RunDirectory
 from unlearnbench.runner import Runner
@@ -18,11 +19,11 @@ from unlearnbench.streams.batches import BatchMode
 TIMINGS = ("rte_s", "prepare_s")
 
 
-def _comparable(run_dir) -> list[dict]:
+def _comparable(run_dir) -> list[RequestRecord]:
     rows = RunDirectory(run_dir).rows()
     for row in rows:
         for key in TIMINGS:
-            row["method"].pop(key, None)
+            row.method.pop(key, None)
     return rows
 
 
@@ -50,7 +51,7 @@ def test_resume_equals_uninterrupted(tmp_path, shared_store, monkeypatch, where)
             original = RunDirectory.append_row
 
             def append_row(self, row):
-                if row["t"] == 2:
+                if row.t == 2:
                     raise SimulatedCrashError
                 return original(self, row)
 
@@ -78,8 +79,8 @@ def test_a_finished_run_is_left_alone(tmp_path, shared_store):
 
 def test_oracle_none_reports_no_gap(tmp_path, shared_store):
     result = Runner(tiny_config(tmp_path, shared_store, "finetune", oracle="none")).run()
-    assert all(row["oracle"] is None and "gap" not in row["method"] for row in result.rows)
-    assert "mean_gap" not in result.summary
+    assert all(row.oracle is None and "gap" not in row.method for row in result.rows)
+    assert "mean_gap" not in result.summary.scores
 
 
 class TeacherAsSubmodule(GradientMethod):

@@ -13,6 +13,7 @@ import yaml
 
 from tests.conftest import tiny_config
 from unlearnbench.errors import DamagedFileError
+from unlearnbench.records import RequestRecord
 from unlearnbench.rundir import DamagedIdentityError, RunDirectory, RunLabels, SavedLogits, identity_hash
 
 IDENTITY = {"method": "finetune", "method_args": {"lr": 0.01}, "requests": 2, "seed": 0}
@@ -25,8 +26,8 @@ def initialized(path) -> RunDirectory:
     return run_dir
 
 
-def row(t: int) -> dict:
-    return {"t": t, "status": "ok", "method": {"forget_acc": 10.0 * t, "history": [12.34567, 50.0 + t]}}
+def row(t: int) -> RequestRecord:
+    return RequestRecord(t, "ok", None, {"forget_acc": 10.0 * t, "history": [12.34567, 50.0 + t]}, None, None)
 
 
 def test_what_initialize_writes_reads_back(tmp_path):
@@ -155,7 +156,9 @@ def test_a_damaged_identity_is_named_briefly_for_a_table_and_with_its_fix_for_a_
 def test_a_damaged_metrics_row_is_named_relative_to_the_folder_without_its_fix(tmp_path):
     run_dir = initialized(tmp_path / "run")
     run_dir.append_row(row(1))
-    (tmp_path / "run" / "metrics.jsonl").write_text(json.dumps(row(1)) + "\n" + json.dumps(row(1)) + "\n")
+    (tmp_path / "run" / "metrics.jsonl").write_text(
+        json.dumps(row(1).to_json()) + "\n" + json.dumps(row(1).to_json()) + "\n"
+    )
     with pytest.raises(DamagedFileError) as raised:
         run_dir.rows()
     assert str(tmp_path) in str(raised.value)

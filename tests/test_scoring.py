@@ -12,6 +12,7 @@ from sklearn.svm import SVC
 from unlearnbench.evaluation.evaluator import EvalLogits, compute_logits
 from unlearnbench.evaluation.keys import GAP_ACC, gap_keys, significant
 from unlearnbench.evaluation.scoring import avg_gap, request_scores, stream_summary
+from unlearnbench.records import RequestRecord
 from unlearnbench.streams import RequestStream
 from unlearnbench.training import build_model
 
@@ -81,11 +82,14 @@ def test_gap_is_the_mean_absolute_difference_over_reported_keys():
 def test_stream_summary_forward_and_backward_failure():
     history = [[0.0, 90.0, 95.0], [30.0, 10.0, 90.0], [5.0, 40.0, 20.0]]
     rows = [
-        {
-            "t": t + 1,
-            "method": {"forget_acc": history[t][t], "history": history[t], "gap": g},
-            "oracle": {"forget_acc": o},
-        }
+        RequestRecord(
+            t=t + 1,
+            status="ok",
+            forget_classes=None,
+            method={"forget_acc": history[t][t], "history": history[t], "gap": g},
+            oracle={"forget_acc": o},
+            single_shot=None,
+        )
         for t, (g, o) in enumerate([(1.0, 0.0), (2.0, 0.0), (4.0, 2.0)])
     ]
     summary = stream_summary(rows)
@@ -179,11 +183,14 @@ def test_backward_failure_vs_oracle_subtracts_the_oracles_history():
     method_history = [[0.0, 90.0, 95.0], [30.0, 10.0, 90.0], [5.0, 40.0, 20.0]]
     oracle_history = [[1.0, 95.0, 96.0], [20.0, 2.0, 91.0], [9.0, 25.0, 3.0]]
     rows = [
-        {
-            "t": t + 1,
-            "method": {"forget_acc": method_history[t][t], "history": method_history[t], "gap": 1.0, "gap_acc": 2.0},
-            "oracle": {"forget_acc": oracle_history[t][t], "history": oracle_history[t]},
-        }
+        RequestRecord(
+            t=t + 1,
+            status="ok",
+            forget_classes=None,
+            method={"forget_acc": method_history[t][t], "history": method_history[t], "gap": 1.0, "gap_acc": 2.0},
+            oracle={"forget_acc": oracle_history[t][t], "history": oracle_history[t]},
+            single_shot=None,
+        )
         for t in range(3)
     ]
     summary = stream_summary(rows)

@@ -59,7 +59,7 @@ def test_unlearn_seed_reuses_the_pretrained_model_and_changes_the_numbers(tmp_pa
     other = again.run()
     assert again.store.trained == 0  # a store hit: the train seed did not change
     assert _forget_sets(other.run_dir) == _forget_sets(base.run_dir)  # nor did the stream
-    method = [result.rows[0]["method"] for result in (base, other)]
+    method = [result.rows[0].method for result in (base, other)]
     assert (method[0]["retain_acc"], method[0]["test_acc"]) != (method[1]["retain_acc"], method[1]["test_acc"])
 
 
@@ -84,7 +84,7 @@ def test_k_oracles_are_trained_once_saved_and_used_as_rmia_references(tmp_path):
     labels = np.load(result.run_dir / "labels.npz")
     manifest = json.loads((result.run_dir / "manifest.json").read_text())
     for row in result.rows:
-        with np.load(result.run_dir / "logits" / f"t{row['t']:03d}.npz") as saved:
+        with np.load(result.run_dir / "logits" / f"t{row.t:03d}.npz") as saved:
             assert {"oracle_train", "oracle1_train", "oracle1_test"} <= set(saved.files)
             assert not np.array_equal(saved["oracle_train"], saved["oracle1_train"])  # two train seeds
             recomputed = rmia_attack(
@@ -92,11 +92,11 @@ def test_k_oracles_are_trained_once_saved_and_used_as_rmia_references(tmp_path):
                 [(saved[f"{name}_train"], saved[f"{name}_test"]) for name in ("oracle", "oracle1")],
                 labels["train"],
                 labels["test"],
-                np.asarray(manifest["requests"][row["t"] - 1]["forget"]),
+                np.asarray(manifest["requests"][row.t - 1]["forget"]),
                 classwise=True,
             )
-        assert {k: row["method"][k] for k in recomputed} == recomputed  # live value == recomputed value
-        assert row["oracle"]["rmia_auc"] is None and 0 <= row["method"]["tow"] <= 1
+        assert {k: row.method[k] for k in recomputed} == recomputed  # live value == recomputed value
+        assert row.oracle["rmia_auc"] is None and 0 <= row.method["tow"] <= 1
     other = Runner(tiny_config(tmp_path / "b", store, "rl", requests=1, oracle_seeds=2))
     other.run()
     assert other.store.trained == 0  # every method shares the K oracles through the store
@@ -136,7 +136,7 @@ def test_chain_privacy_recomputes_the_live_numbers_from_saved_logits(tmp_path):
     privacy = chain_privacy([result.run_dir for result in results])
     assert privacy["chains"] == 3 and len(privacy["requests"]) == 2
     for t, request in enumerate(privacy["requests"]):
-        live = [result.rows[t]["method"] for result in results]
+        live = [result.rows[t].method for result in results]
         assert request["rmia_auc_chains"] == [row["rmia_auc"] for row in live]  # live == recomputed
         assert request["tow"] == pytest.approx(np.mean([row["tow"] for row in live]))
         assert 0 <= request["eps_forget_score"] <= 1

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from unlearnbench.evaluation.scoring import stream_summary
+from unlearnbench.records import RequestRecord
 
 # history[t][s]: accuracy on F_s after request t (T = 4)
 HISTORY = np.array(
@@ -20,13 +23,16 @@ GAPS = [1.0, 2.0, 4.0, 9.0]
 ORACLE_FORGET = [3.0, 2.0, 4.0, 5.0]
 
 
-def _rows(with_oracle: bool = True) -> list[dict]:
+def _rows(with_oracle: bool = True) -> list[RequestRecord]:
     return [
-        {
-            "t": t + 1,
-            "method": {"forget_acc": HISTORY[t, t], "history": HISTORY[t].tolist(), "gap": GAPS[t]},
-            "oracle": {"forget_acc": ORACLE_FORGET[t]} if with_oracle else None,
-        }
+        RequestRecord(
+            t=t + 1,
+            status="ok",
+            forget_classes=None,
+            method={"forget_acc": HISTORY[t, t], "history": HISTORY[t].tolist(), "gap": GAPS[t]},
+            oracle={"forget_acc": ORACLE_FORGET[t]} if with_oracle else None,
+            single_shot=None,
+        )
         for t in range(4)
     ]
 
@@ -59,17 +65,16 @@ def test_threshold_and_missing_oracle():
 SINGLE_SHOT_FORGET = {2: 1.0, 4: 6.0}
 
 
-def _scheduled_rows() -> list[dict]:
+def _scheduled_rows() -> list[RequestRecord]:
     """Oracles at t = 2, 4 (`--oracle-every 2`, T = 4) and single-shot counterfactuals at the same requests."""
-    rows = _rows()
-    for row in rows:
-        if row["t"] not in SINGLE_SHOT_FORGET:
-            row["oracle"] = None
-            del row["method"]["gap"]
-            row["single_shot"] = None
+    rows = []
+    for row in _rows():
+        if row.t not in SINGLE_SHOT_FORGET:
+            del row.method["gap"]
+            rows.append(replace(row, oracle=None, single_shot=None))
             continue
-        row["single_shot"] = {"forget_acc": SINGLE_SHOT_FORGET[row["t"]]}
-        row["method"]["forward_gain"] = row["method"]["forget_acc"] - SINGLE_SHOT_FORGET[row["t"]]
+        row.method["forward_gain"] = row.method["forget_acc"] - SINGLE_SHOT_FORGET[row.t]
+        rows.append(replace(row, single_shot={"forget_acc": SINGLE_SHOT_FORGET[row.t]}))
     return rows
 
 

@@ -29,6 +29,7 @@ from unlearnbench.hparams import hparams_path
 from unlearnbench.methods.base import method_arguments
 from unlearnbench.plan import load_suite
 from unlearnbench.ranges import flat_parameters
+from unlearnbench.records import RequestRecord
 from unlearnbench.registry import METHODS
 from unlearnbench.report.leaderboard import build_leaderboard
 from unlearnbench.rundir import RunDirectory, RunDirectoryMismatchError
@@ -247,15 +248,15 @@ def test_the_validation_view_holds_out_part_of_train_and_no_test_sample(digits):
 def test_objective_values_mean_final_diverged_and_two_sides():
     oracle = {"forget_acc": 0.0, "retain_acc": 100.0, "test_acc": 90.0, "mia_member_rate": 0.0}
     rows = [
-        {"t": 1, "status": "ok", "method": {**oracle, "forget_acc": 40.0}, "oracle": oracle},
-        {"t": 2, "status": "ok", "method": {**oracle, "retain_acc": 80.0}, "oracle": oracle},
+        RequestRecord(1, "ok", None, {**oracle, "forget_acc": 40.0}, oracle, None),
+        RequestRecord(2, "ok", None, {**oracle, "retain_acc": 80.0}, oracle, None),
     ]
     assert objective_values([rows], "mean_gap", multi=False) == pytest.approx((10.0 + 5.0) / 2)
     assert objective_values([rows], "final_gap", multi=False) == pytest.approx(5.0)
     assert objective_values([rows, rows[:1]], "final_gap", multi=False) == pytest.approx((5.0 + 10.0) / 2)
     forget_side, utility_side = objective_values([rows], "mean_gap", multi=True)
     assert forget_side == pytest.approx((20.0 + 0.0) / 2) and utility_side == pytest.approx((0.0 + 10.0) / 2)
-    diverged = [rows[0], {"t": 2, "status": "diverged", "method": {}, "oracle": None}]
+    diverged = [rows[0], RequestRecord(2, "diverged", None, {}, None, None)]
     assert objective_values([diverged], "final_gap", multi=False) == WORST_GAP
 
 

@@ -412,10 +412,10 @@ def cmd_run(argv: list[str]) -> int:
         reporter.message(f"already finished: {result.run_dir} (nothing to do)")
     if result.stale_note():  # on stderr, as a problem is, so that --quiet keeps it
         print(f"unlearnbench: note: {result.stale_note()}", file=sys.stderr)
-    if result.summary["requests_done"]:
+    if result.summary.requests_done:
         reporter.summary(result.rows, result.summary, result.run_dir)
     if result.diverged:
-        print(f"unlearnbench: request {result.summary['diverged_at']} diverged; see {result.run_dir}", file=sys.stderr)
+        print(f"unlearnbench: request {result.summary.diverged_at} diverged; see {result.run_dir}", file=sys.stderr)
         return EXIT_DIVERGED
     return 0
 

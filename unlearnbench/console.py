@@ -18,6 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from unlearnbench.evaluation.keys import METRIC_KEYS, console_keys, significant
+from unlearnbench.records import RequestRecord, RunSummary
 
 
 def _fmt(value) -> str:
@@ -136,34 +137,36 @@ class Reporter:
     def message(self, text: str) -> None:
         self.console.print(text)
 
-    def request(self, row: dict, num_requests: int) -> None:
+    def request(self, row: RequestRecord, num_requests: int) -> None:
         if getattr(self, "requests_task", None) is not None:
-            self.progress.update(self.requests_task, completed=row["t"])
+            self.progress.update(self.requests_task, completed=row.t)
         if self.quiet:  # rich would still lay the table out before discarding it
             return
-        oracle, single_shot = row.get("oracle") or {}, row.get("single_shot") or {}
-        table = Table(title=f"request {row['t']}/{num_requests}", title_justify="left")
+        oracle, single_shot = row.oracle or {}, row.single_shot or {}
+        table = Table(title=f"request {row.t}/{num_requests}", title_justify="left")
         for column in ("metric", "dir", "method", "oracle", "single-shot"):
             table.add_column(column, justify="left" if column == "metric" else "right")
         for key in console_keys():  # "—" where this request has no oracle or no single-shot counterfactual
-            if key in row["method"]:
-                cells = (_cell(row["method"], key), _cell(oracle, key), _cell(single_shot, key))
+            if key in row.method:
+                cells = (_cell(row.method, key), _cell(oracle, key), _cell(single_shot, key))
                 table.add_row(key, METRIC_KEYS[key].arrow, *cells)
         self.console.print(table)
 
-    def summary(self, rows: list[dict], summary: dict, run_dir: Path) -> None:
-        keys = [k for k in console_keys() if any(k in row["method"] for row in rows)]  # sparse oracles: gap at some t
+    def summary(self, rows: list[RequestRecord], run_summary: RunSummary, run_dir: Path) -> None:
+        summary = run_summary.scores
+        keys = [k for k in console_keys() if any(k in row.method for row in rows)]  # sparse oracles: gap at some t
         table = Table(title="summary", title_justify="left")
         table.add_column("t", justify="right")
         table.add_column("model")
         for key in keys:
             table.add_column(f"{key}\n{METRIC_KEYS[key].arrow}", justify="right")
         for row in rows:
-            table.add_row(str(row["t"]), "method", *(_cell(row["method"], k) for k in keys))
+            table.add_row(str(row.t), "method", *(_cell(row.method, k) for k in keys))
             for side in ("oracle", "single_shot"):  # rows only where the schedules put them
-                if row.get(side):
+                scores = getattr(row, side)
+                if scores:
                     name = side.replace("_", "-")
-                    table.add_row("", f"[dim]{name}[/dim]", *(f"[dim]{_cell(row[side], k)}[/dim]" for k in keys))
+                    table.add_row("", f"[dim]{name}[/dim]", *(f"[dim]{_cell(scores, k)}[/dim]" for k in keys))
         self.console.print(table)
         lines = []
         if "forward_failure" in summary:

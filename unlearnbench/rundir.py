@@ -42,6 +42,7 @@ import yaml
 from unlearnbench.errors import ConfigError, DamagedFileError
 from unlearnbench.evaluation.geometry import GEOMETRY_FILE, read_geometry_csv
 from unlearnbench.io import write_atomic, write_json_atomic, write_text_atomic, write_yaml_atomic
+from unlearnbench.records import MalformedRecordError, RequestRecord, RunSummary
 
 LOCK_FILE = ".lock"
 _CONFIG = "config.yaml"
@@ -252,8 +253,8 @@ class RunDirectory:
         finally:
             os.close(fd)  # releases the lock
 
-    def rows(self) -> list[dict]:
-        """The finished requests' rows; a line that is not a row of request 1, 2, ... in order is refused.
+    def rows(self) -> list[RequestRecord]:
+        """The finished requests' records; a line that is not the record of request 1, 2, ... in order is refused.
 
         The last line may be torn by a kill during its append (it has no newline yet): that request
         is not finished, so the line is skipped. Any other bad line is damage from outside (an edit,
@@ -270,24 +271,25 @@ class RunDirectory:
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
-            try:
-                row = json.loads(line)
-            except ValueError:
-                row = None
             fix = f"delete line {number} and the lines after it to rerun from there, or delete {self.path}"
-            if not isinstance(row, dict) or not isinstance(row.get("method"), dict):
-                raise DamagedFileError(f"{self.metrics_path} line {number} is not a metrics row (torn?); {fix}")
-            if row.get("t") != len(rows) + 1:
+            try:
+                row = RequestRecord.from_json(json.loads(line))
+            except ValueError as error:  # not JSON (a torn line), or not a record (`MalformedRecordError` says why)
+                problem = error if isinstance(error, MalformedRecordError) else "not JSON: torn?"
                 raise DamagedFileError(
-                    f"{self.metrics_path} line {number} holds request {row.get('t')!r} where request "
+                    f"{self.metrics_path} line {number} is not a metrics row ({problem}); {fix}"
+                ) from None
+            if row.t != len(rows) + 1:
+                raise DamagedFileError(
+                    f"{self.metrics_path} line {number} holds request {row.t} where request "
                     f"{len(rows) + 1} belongs (a duplicate?); {fix}"
                 )
             rows.append(row)
         return rows
 
-    def append_row(self, row: dict) -> None:
-        """Append request t's row to metrics.jsonl, then its line to history.csv: O(1) in t."""
-        _append_line(self.metrics_path, json.dumps(row) + "\n")
+    def append_row(self, row: RequestRecord) -> None:
+        """Append request t's record to metrics.jsonl, then its line to history.csv: O(1) in t."""
+        _append_line(self.metrics_path, json.dumps(row.to_json()) + "\n")
         line = _history_line(row)
         if line is None:
             return
@@ -297,7 +299,7 @@ class RunDirectory:
         else:
             write_text_atomic(history, _history_header(row) + line)
 
-    def repair_derived(self, rows: list[dict], summary: dict | None = None) -> list[str]:
+    def repair_derived(self, rows: list[RequestRecord], summary: RunSummary | None = None) -> list[str]:
         """Rewrite `history.csv` (and `summary.json`, when given) where they disagree with `metrics.jsonl`.
 
         A kill between the row and history.csv, or an edited or corrupt file, would otherwise stay
@@ -305,7 +307,7 @@ class RunDirectory:
         """
         expected = {_HISTORY: _history_text(rows)}
         if summary is not None:
-            expected[_SUMMARY] = json_text(summary)
+            expected[_SUMMARY] = json_text(summary.to_json())
         repaired = []
         for name, text in expected.items():
             if text is None:
@@ -401,12 +403,17 @@ class RunDirectory:
         sessions = self.provenance().get("sessions", [])
         return sessions if isinstance(sessions, list) else []
 
-    def write_summary(self, summary: dict) -> None:
-        write_text_atomic(self.path / _SUMMARY, json_text(summary))
+    def write_summary(self, summary: RunSummary) -> None:
+        write_text_atomic(self.path / _SUMMARY, json_text(summary.to_json()))
 
-    def summary(self) -> dict | None:
-        """summary.json, written once the run is finished; None before (or when it is damaged)."""
-        return _read_json_object(self.path / _SUMMARY)
+    def summary(self) -> RunSummary | None:
+        """summary.json, written once the run is finished; None before (or when it is damaged: it is derived, so
+        the leaderboard does without it, and the next session rewrites it)."""
+        data = _read_json_object(self.path / _SUMMARY)
+        try:
+            return None if data is None else RunSummary.from_json(data)
+        except MalformedRecordError:
+            return None
 
     def write_error(self, message: str, traceback: str) -> None:
         """Record why a suite cell failed (`error.json`), so the leaderboard lists the run as failed."""
@@ -436,24 +443,24 @@ def json_text(data: dict) -> str:
     return json.dumps(data, indent=1, allow_nan=True) + "\n"
 
 
-def _history_header(row: dict) -> str:
+def _history_header(row: RequestRecord) -> str:
     buffer = io.StringIO()
-    csv.writer(buffer).writerow(["t", *(f"F{s}" for s in range(1, len(row["method"]["history"]) + 1))])
+    csv.writer(buffer).writerow(["t", *(f"F{s}" for s in range(1, len(row.method["history"]) + 1))])
     return buffer.getvalue()
 
 
-def _history_line(row: dict) -> str | None:
+def _history_line(row: RequestRecord) -> str | None:
     """Row t of history.csv: accuracy on every F_s after request t; None for a row without history."""
-    if "history" not in row["method"]:
+    if "history" not in row.method:
         return None
     buffer = io.StringIO()
-    csv.writer(buffer).writerow([row["t"], *(f"{value:.4f}" for value in row["method"]["history"])])
+    csv.writer(buffer).writerow([row.t, *(f"{value:.4f}" for value in row.method["history"])])
     return buffer.getvalue()
 
 
-def _history_text(rows: list[dict]) -> str | None:
+def _history_text(rows: list[RequestRecord]) -> str | None:
     """history.csv: row t holds accuracy on every F_s after request t (the matrix A); None without history."""
-    rows = [row for row in rows if "history" in row["method"]]
+    rows = [row for row in rows if "history" in row.method]
     if not rows:
         return None
     return _history_header(rows[0]) + "".join(_history_line(row) for row in rows)

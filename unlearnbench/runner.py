@@ -45,6 +45,7 @@ from unlearnbench.methods.base import UnlearningMethod
 from unlearnbench.nodes import NodeGroup
 from unlearnbench.plan import plan_run
 from unlearnbench.provenance import method_code, method_code_change
+from unlearnbench.records import RequestRecord, RunSummary
 from unlearnbench.registry import METHODS
 from unlearnbench.rundir import RunDirectory
 from unlearnbench.step_loss import StepLossLogger
@@ -70,8 +71,8 @@ class MethodCodeChangedError(ConfigError):
 @dataclass
 class RunResult:
     run_dir: Path
-    rows: list[dict]
-    summary: dict
+    rows: list[RequestRecord]
+    summary: RunSummary
     already_complete: bool
     #: for a finished run: what changed in the method's code since it ran (`provenance.method_code_change`)
     method_code_change: str | None = None
@@ -87,7 +88,7 @@ class RunResult:
 
     @property
     def diverged(self) -> bool:
-        return self.summary.get("status") == "diverged"
+        return self.summary.status == "diverged"
 
 
 class Runner:
@@ -411,23 +412,13 @@ class Runner:
             diverged = timings.pop("diverged")
             if self.nodes.decide(f"request-{t}", "diverged" if diverged else "ok") == "diverged":
                 if leader:
-                    self._record(
-                        rows,
-                        {
-                            "t": t,
-                            "status": "diverged",
-                            "forget_classes": request.forget_classes,
-                            "method": timings,
-                            "oracle": None,
-                            "single_shot": None,
-                        },
-                    )
+                    self._record(rows, RequestRecord(t, "diverged", request.forget_classes, timings, None, None))
                     self.reporter.message(f"request {t} diverged (non-finite loss or weights): the run stops here")
                 break
             self._serve_request(request, timings, rows)
         return self._finish(rows, already_complete=False)
 
-    def _open_run_directory(self) -> list[dict]:
+    def _open_run_directory(self) -> list[RequestRecord]:
         """Leader: the run directory initialized, its finished rows, and a refusal to resume over changed code."""
         config, run_dir = self.config, self.run_dir
         run_dir.initialize(self.identity, self.stream.manifest(), self.train_labels, self.test_labels)
@@ -447,7 +438,7 @@ class Runner:
             self.geometry = GeometryRecorder(run_dir.path, config.requests, len(rows))  # updates.f32 + geometry.csv
         return rows
 
-    def _begin_session(self, rows: list[dict]) -> None:
+    def _begin_session(self, rows: list[RequestRecord]) -> None:
         """Leader, once the files a resume needs are read (before the other nodes are told to start): the session
         is recorded and logged."""
         config, run_dir = self.config, self.run_dir
@@ -456,7 +447,7 @@ class Runner:
         self.reporter.start_run(run_dir.path.name, config.requests, done=len(rows))
         run_dir.repair_derived(rows)  # a kill between metrics.jsonl and history.csv left it short
 
-    def _serve_request(self, request: Request, timings: dict, rows: list[dict]) -> None:
+    def _serve_request(self, request: Request, timings: dict, rows: list[RequestRecord]) -> None:
         """After the unlearning fit of request t: evaluation (leader), the oracles' and the single-shot fits
         (every node), the scores against them and persistence (leader)."""
         config, t, leader = self.config, request.t, self.nodes.leader
@@ -476,23 +467,22 @@ class Runner:
         if not leader:
             return
         method_scores = scores | timings | self.geometry.record(t, *self.last_update)
-        row = {"t": t, "status": "ok", "forget_classes": request.forget_classes, "method": method_scores}
-        row["oracle"] = None
+        oracle_scores = None
         if oracle_logits:
-            row["oracle"] = self.score(oracle_logits[0], request)
-            method_scores["gap"] = avg_gap(method_scores, row["oracle"])
-            method_scores["gap_acc"] = avg_gap(method_scores, row["oracle"], gap_keys(GAP_ACC))
+            oracle_scores = self.score(oracle_logits[0], request)
+            method_scores["gap"] = avg_gap(method_scores, oracle_scores)
+            method_scores["gap_acc"] = avg_gap(method_scores, oracle_scores, gap_keys(GAP_ACC))
             attack = request_attack(method_logits, oracle_logits[0], self.train_labels, self.test_labels, request)
             method_scores.update(attack[0])
-            row["oracle"].update(attack[1])
+            oracle_scores.update(attack[1])
             privacy = request_privacy(
-                method_logits, oracle_logits, method_scores, row["oracle"], self.train_labels, self.test_labels, request
+                method_logits, oracle_logits, method_scores, oracle_scores, self.train_labels, self.test_labels, request
             )
             method_scores.update(privacy[0])
-            row["oracle"].update(privacy[1])
-        row["single_shot"] = single_shot
+            oracle_scores.update(privacy[1])
         if single_shot is not None:
             method_scores["forward_gain"] = forward_gain(method_scores, single_shot)
+        row = RequestRecord(t, "ok", request.forget_classes, method_scores, oracle_scores, single_shot)
         self.run_dir.save_state(t, self.method.resume_state() | pack_state(self.guards))
         if config.save_logits:
             self.run_dir.save_logits(t, vars(method_logits), [vars(logits) for logits in oracle_logits])
@@ -500,22 +490,24 @@ class Runner:
         self.run_dir.drop_states_before(t)
         self.reporter.request(row, config.requests)
 
-    def _record(self, rows: list[dict], row: dict) -> None:
+    def _record(self, rows: list[RequestRecord], row: RequestRecord) -> None:
         """Leader: request t's row appended to metrics.jsonl (it is then finished) and logged."""
         self.run_dir.append_row(row)
         self.run_logger.log_request(row)
         rows.append(row)
 
-    def _finish(self, rows: list[dict], already_complete: bool) -> RunResult:
+    def _finish(self, rows: list[RequestRecord], already_complete: bool) -> RunResult:
         """The summary over the finished requests; a diverged run says where it stopped. A follower has none."""
         if not self.nodes.leader:
-            summary = {"requests_done": 0, "status": f"followed node 0 as node {self.nodes.rank}"}
+            summary = RunSummary(0, {}, f"followed node 0 as node {self.nodes.rank}")
             return RunResult(self.run_dir.path, [], summary, already_complete=already_complete)
-        scored = [row for row in rows if row.get("status", "ok") == "ok"]
-        summary = stream_summary(scored) if scored else {"requests_done": 0}
-        summary["status"] = "diverged" if _diverged(rows) else "complete"
-        if _diverged(rows):
-            summary["diverged_at"] = rows[-1]["t"]
+        scored = [row for row in rows if row.status == "ok"]
+        summary = RunSummary(
+            requests_done=len(scored),
+            scores=stream_summary(scored) if scored else {},
+            status="diverged" if _diverged(rows) else "complete",
+            diverged_at=rows[-1].t if _diverged(rows) else None,
+        )
         if already_complete:  # rewritten only where it disagrees with metrics.jsonl: a finished run stays as it is
             self.run_dir.repair_derived(rows, summary)
         else:
@@ -525,8 +517,8 @@ class Runner:
         return replace(result, method_code_change=self.method_code_change)
 
 
-def _diverged(rows: list[dict]) -> bool:
-    return bool(rows) and rows[-1].get("status") == "diverged"
+def _diverged(rows: list[RequestRecord]) -> bool:
+    return bool(rows) and rows[-1].status == "diverged"
 
 
 def _synchronize() -> None:

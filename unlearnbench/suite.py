@@ -144,7 +144,7 @@ def run_suite(
         else:
             if writes:
                 runner.run_dir.clear_error()
-            status = result.summary.get("status", "complete")
+            status = result.summary.status
             if result.already_complete:
                 status = f"already {status}"
             if result.stale_note():

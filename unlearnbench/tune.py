@@ -57,6 +57,7 @@ from unlearnbench.evaluation.scoring import avg_gap
 from unlearnbench.hparams import hparams_path
 from unlearnbench.io import write_text_atomic
 from unlearnbench.methods.base import method_arguments
+from unlearnbench.records import RequestRecord
 from unlearnbench.registry import DATASETS, METHODS, STREAMS
 from unlearnbench.search_space import Distribution, Int, sample
 from unlearnbench.streams.base import StreamError
@@ -212,13 +213,15 @@ class TuneSpec:
         )
 
 
-def objective_values(rows_by_seed: list[list[dict]], objective: str, multi: bool) -> float | tuple[float, float]:
+def objective_values(
+    rows_by_seed: list[list[RequestRecord]], objective: str, multi: bool
+) -> float | tuple[float, float]:
     """The trial's value(s) from the scored rows of each tuning stream (rows of the validation view)."""
 
-    def per_row(row: dict, keys: tuple[str, ...]) -> float:
-        if row.get("status", "ok") != "ok" or not row.get("oracle"):
+    def per_row(row: RequestRecord, keys: tuple[str, ...]) -> float:
+        if row.status != "ok" or not row.oracle:
             return WORST_GAP
-        return avg_gap(row["method"], row["oracle"], keys)
+        return avg_gap(row.method, row.oracle, keys)
 
     sides = (FORGET_SIDE, UTILITY_SIDE) if multi else (gap_keys(GAP),)
     values = []
@@ -234,20 +237,20 @@ def objective_values(rows_by_seed: list[list[dict]], objective: str, multi: bool
 class TrialReporter(Reporter):
     """Silent during a trial's runs; after each request it reports the running objective to the pruner."""
 
-    def __init__(self, trial, spec: TuneSpec, seed_index: int, earlier: list[list[dict]]):
+    def __init__(self, trial, spec: TuneSpec, seed_index: int, earlier: list[list[RequestRecord]]):
         super().__init__(quiet=True)
         self.trial, self.spec, self.seed_index, self.earlier, self.rows = trial, spec, seed_index, earlier, []
 
-    def request(self, row: dict, num_requests: int) -> None:
+    def request(self, row: RequestRecord, num_requests: int) -> None:
         import optuna
 
         self.rows.append(row)
         if self.spec.sampler == "nsga2" or self.spec.pruner == "none":
             return  # Optuna prunes single-objective studies only
-        step = self.seed_index * self.spec.requests + row["t"] - 1
+        step = self.seed_index * self.spec.requests + row.t - 1
         self.trial.report(objective_values([*self.earlier, self.rows], "mean_gap", multi=False), step)
         if self.trial.should_prune():
-            raise optuna.TrialPruned(f"request {row['t']} of tuning seed {self.spec.tune_seeds[self.seed_index]}")
+            raise optuna.TrialPruned(f"request {row.t} of tuning seed {self.spec.tune_seeds[self.seed_index]}")
 
 
 def make_objective(spec: TuneSpec, datasets):
@@ -262,7 +265,7 @@ def make_objective(spec: TuneSpec, datasets):
         values = sample(space, trial)
         from unlearnbench.runner import Runner
 
-        rows_by_seed: list[list[dict]] = []
+        rows_by_seed: list[list[RequestRecord]] = []
         for i, seed in enumerate(spec.tune_seeds):
             reporter = TrialReporter(trial, spec, i, rows_by_seed)
             runner = Runner(spec.run_config(seed, values), reporter, datasets)

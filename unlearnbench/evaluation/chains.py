@@ -30,6 +30,7 @@ from unlearnbench.errors import DamagedFileError
 from unlearnbench.evaluation.keys import accuracy
 from unlearnbench.evaluation.oracle_mia import logit_confidence
 from unlearnbench.evaluation.privacy import EPS_KEYS, eps_score, forget_score, rmia_attack, tow_scores
+from unlearnbench.records import RequestRecord
 from unlearnbench.rundir import RunDirectory, SavedLogits
 
 #: The ε score's smallest N: with 2 models a side its buckets stop at ceil(log 1) = 0 (`privacy.bucket_points`).
@@ -42,18 +43,18 @@ class Chain:
     saved none)."""
 
     manifest: dict
-    rows: list[dict]
+    rows: list[RequestRecord]
     logits: list[SavedLogits]
 
     @classmethod
     def load(cls, path: Path) -> Chain:
         run_dir = RunDirectory(path)
         rows = run_dir.rows()
-        served = [row.get("status", "ok") == "ok" for row in rows]
+        served = [row.status == "ok" for row in rows]
         rows = rows[: served.index(False)] if False in served else rows
-        logits = [run_dir.saved_logits(row["t"]) for row in rows]
+        logits = [run_dir.saved_logits(row.t) for row in rows]
         if None in logits:
-            missing = rows[logits.index(None)]["t"]
+            missing = rows[logits.index(None)].t
             raise DamagedFileError(f"{path} holds no saved logits of request {missing}; run it with --save-logits")
         return cls(run_dir.manifest(), rows, logits)
 
@@ -133,7 +134,7 @@ def chain_privacy(paths: Sequence[Path | str]) -> dict:
                 _utility(oracle_train, oracle_test, labels, retain, test_retain),
             )
         rmia = [_rmia_aucs(saved, references, labels, forget[s], classwise) for s in range(t)]
-        tows = [tow_scores(chain.rows[t - 1]["method"], chain.rows[t - 1]["oracle"]) for chain in chains]
+        tows = [tow_scores(chain.rows[t - 1].method, chain.rows[t - 1].oracle) for chain in chains]
         result["requests"].append(
             {
                 "t": t,

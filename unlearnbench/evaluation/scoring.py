@@ -9,6 +9,7 @@ import numpy as np
 from unlearnbench.evaluation.evaluator import EvalLogits
 from unlearnbench.evaluation.keys import GAP, ScoringInputs, accuracy, computed_scores, gap_keys
 from unlearnbench.evaluation.mia import svc_member_rate, svc_validity_and_advantage, true_label_confidence
+from unlearnbench.records import RequestRecord
 from unlearnbench.streams.base import Request
 
 
@@ -75,8 +76,9 @@ def forward_gain(continual: dict, single_shot: dict) -> float | None:
     return continual["forget_acc"] - single_shot["forget_acc"]
 
 
-def stream_summary(rows: list[dict], rememorization_threshold: float = 10.0) -> dict:
-    """Forward/backward failure, forget drift and mean gap over a finished (or partial) stream of metric rows.
+def stream_summary(rows: list[RequestRecord], rememorization_threshold: float = 10.0) -> dict:
+    """Forward/backward failure, forget drift and mean gap over a finished (or partial) stream of scored requests
+    (`RunSummary.scores`).
 
     Forward failure is the plasticity-collapse paper's table: at the last request T, the forget
     accuracy of the single-shot counterfactual (`single_shot_forget_acc`, the "single-task
@@ -103,37 +105,37 @@ def stream_summary(rows: list[dict], rememorization_threshold: float = 10.0) -> 
     forget_acc(t) for t = 1..T normalized by T (= its mean over the stream, in %; `_oracle` beside it
     when every request has an oracle).
     """
-    method = [row["method"] for row in rows]
-    summary = {"requests_done": len(rows), "final": _without_history(method[-1])}
+    method = [row.method for row in rows]
+    summary = {"final": _without_history(method[-1])}
     summary["forget_drift"] = method[-1]["forget_acc"] - method[0]["forget_acc"]
     gains = [scores["forward_gain"] for scores in method if scores.get("forward_gain") is not None]
     if gains:
         summary["forward_failure_mean"] = float(np.mean(gains))
         summary["single_shot_requests"] = len(gains)
-    if rows[-1].get("single_shot") and method[-1].get("forward_gain") is not None:
-        summary["single_shot_forget_acc"] = rows[-1]["single_shot"]["forget_acc"]
+    if rows[-1].single_shot and method[-1].get("forward_gain") is not None:
+        summary["single_shot_forget_acc"] = rows[-1].single_shot["forget_acc"]
         summary["continual_forget_acc"] = method[-1]["forget_acc"]
         summary["forward_failure"] = method[-1]["forward_gain"]
     summary["forget_acc_auc"] = float(np.mean([scores["forget_acc"] for scores in method]))
-    oracle = [row.get("oracle") for row in rows]
+    oracle = [row.oracle for row in rows]
     if oracle[-1]:
         summary["final_oracle"] = _without_history(oracle[-1])
     if oracle[0] and oracle[-1]:
         oracle_drift = oracle[-1]["forget_acc"] - oracle[0]["forget_acc"]
         summary["forget_drift_vs_oracle"] = summary["forget_drift"] - oracle_drift
-    with_oracle = [row for row in rows if row.get("oracle")]
+    with_oracle = [row for row in rows if row.oracle]
     if with_oracle:
         summary["oracle_requests"] = len(with_oracle)
-        summary["mean_gap"] = float(np.mean([row["method"]["gap"] for row in with_oracle]))
-        if all(row["method"].get("gap_acc") is not None for row in with_oracle):
-            summary["mean_gap_acc"] = float(np.mean([row["method"]["gap_acc"] for row in with_oracle]))
+        summary["mean_gap"] = float(np.mean([row.method["gap"] for row in with_oracle]))
+        if all(row.method.get("gap_acc") is not None for row in with_oracle):
+            summary["mean_gap_acc"] = float(np.mean([row.method["gap_acc"] for row in with_oracle]))
     if all(oracle):
         summary["forget_acc_auc_oracle"] = float(np.mean([scores["forget_acc"] for scores in oracle]))
     pairs = [(t, s) for t in range(len(rows)) for s in range(t)]
     regressions = [method[t]["history"][s] - method[s]["history"][s] for t, s in pairs]
     summary["backward_failure_max"] = max(regressions) if regressions else None
     summary["backward_failure_mean"] = float(np.mean(regressions)) if regressions else None
-    if with_oracle and all(row["oracle"].get("history") is not None for row in with_oracle):
+    if with_oracle and all(row.oracle.get("history") is not None for row in with_oracle):
         corrected = [method[t]["history"][s] - oracle[t]["history"][s] for t, s in pairs if oracle[t]]
         summary["backward_failure_vs_oracle_max"] = max(corrected) if corrected else None
         summary["backward_failure_vs_oracle_mean"] = float(np.mean(corrected)) if corrected else None

@@ -36,6 +36,7 @@ import math
 from pathlib import Path
 
 from unlearnbench.errors import ConfigError
+from unlearnbench.records import RequestRecord
 from unlearnbench.registry import LOGGERS
 
 STATE_FILE = "logger.json"
@@ -59,12 +60,12 @@ def write_state(run_dir: Path, state: dict) -> None:
     write_json_atomic(run_dir / STATE_FILE, state)
 
 
-def request_metrics(row: dict) -> dict[str, float]:
-    """The scalar keys of a metrics row, flattened to `method/<key>`, `oracle/<key>` and `single_shot/<key>` (None,
+def request_metrics(row: RequestRecord) -> dict[str, float]:
+    """The scalar keys of a request's record, flattened to `method/<key>`, `oracle/<key>` and `single_shot/<key>` (None,
     NaN and lists left out; a side the request has no counterpart for is absent)."""
     flat: dict[str, float] = {}
     for side in ("method", "oracle", "single_shot"):
-        for key, value in (row.get(side) or {}).items():
+        for key, value in (getattr(row, side) or {}).items():
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
                 continue
             flat[f"{side}/{key}"] = float(value)
@@ -119,8 +120,8 @@ class RunLogger:
         if logger:
             logger.step_offset = max(int(self.state.get("global_step", -1)), logger.last_step) + 1
 
-    def log_request(self, row: dict) -> None:
-        """Called once the row of request t is in metrics.jsonl."""
+    def log_request(self, row: RequestRecord) -> None:
+        """Called once the record of request t is in metrics.jsonl."""
         logger = self.lightning_logger
         if logger:
             self.state["global_step"] = max(int(self.state.get("global_step", -1)), logger.last_step)

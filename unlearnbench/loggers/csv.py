@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from unlearnbench.loggers import RunLogger, request_metrics, with_step_offset
+from unlearnbench.records import RequestRecord
 from unlearnbench.registry import LOGGERS
 
 
@@ -27,10 +28,10 @@ class CsvRunLogger(RunLogger):
     def lightning_logger(self):
         return self._logger
 
-    def log_request(self, row: dict) -> None:
+    def log_request(self, row: RequestRecord) -> None:
         super().log_request(row)
         step = max(int(self.state.get("global_step", 0)), 0)
-        self._logger.log_at_step({"request": row["t"], **request_metrics(row)}, step)
+        self._logger.log_at_step({"request": row.t, **request_metrics(row)}, step)
         self._logger.save()
 
     def finish(self, failed: bool = False) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from unlearnbench.loggers import LoggerUnavailableError, RunLogger, request_metrics, with_step_offset, write_state
+from unlearnbench.records import RequestRecord
 from unlearnbench.registry import LOGGERS
 
 #: Folders W&B would otherwise put in the home directory, and where they go inside the run directory.
@@ -111,9 +112,9 @@ class WandbRunLogger(RunLogger):
     def run_id(self) -> str:
         return self.state["wandb_id"]
 
-    def log_request(self, row: dict) -> None:
+    def log_request(self, row: RequestRecord) -> None:
         super().log_request(row)
-        self._logger.experiment.log({"request": row["t"], **request_metrics(row)})
+        self._logger.experiment.log({"request": row.t, **request_metrics(row)})
 
     def finish(self, failed: bool = False) -> None:
         if self.closed:

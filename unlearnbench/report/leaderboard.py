@@ -63,7 +63,7 @@ import json
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -72,6 +72,7 @@ from unlearnbench.errors import ConfigError, DamagedFileError
 from unlearnbench.evaluation.keys import HEADLINE, METRIC_KEYS, leaderboard_keys, significant
 from unlearnbench.evaluation.scoring import stream_summary
 from unlearnbench.provenance import git_commit
+from unlearnbench.records import RequestRecord, RunSummary
 from unlearnbench.registry import STREAMS
 from unlearnbench.report.plots import write_group_plots
 from unlearnbench.report.privacy import PRIVACY_KEYS, ChainPrivacy, chain_privacy_of, privacy_caption, privacy_cell
@@ -188,8 +189,8 @@ class RunRecord:
 
     path: Path
     identity: dict
-    rows: list[dict]
-    summary: dict | None
+    rows: list[RequestRecord]
+    summary: RunSummary | None
     error: dict | None
     provenance: dict
     history: np.ndarray | None
@@ -208,8 +209,8 @@ class RunRecord:
         return int(self.identity.get("requests", 0))
 
     @property
-    def scored_rows(self) -> list[dict]:
-        return [row for row in self.rows if row.get("status", "ok") == "ok" and "forget_acc" in row.get("method", {})]
+    def scored_rows(self) -> list[RequestRecord]:
+        return [row for row in self.rows if row.status == "ok" and "forget_acc" in row.method]
 
     @property
     def status(self) -> str:
@@ -219,7 +220,7 @@ class RunRecord:
         if self.problem is not None:
             return "damaged"
         if self.summary is not None and (
-            self.summary.get("status") == "diverged" or any(r.get("status") == "diverged" for r in self.rows)
+            self.summary.status == "diverged" or any(r.status == "diverged" for r in self.rows)
         ):
             return "diverged"
         if self.summary is not None and len(self.scored_rows) >= self.requests:
@@ -235,8 +236,8 @@ class RunRecord:
         if status == "damaged":
             return f"damaged: {self.problem}"
         if status == "diverged":
-            at = (self.summary or {}).get("diverged_at") or next(
-                (r["t"] for r in self.rows if r.get("status") == "diverged"), "?"
+            at = (self.summary and self.summary.diverged_at) or next(
+                (r.t for r in self.rows if r.status == "diverged"), "?"
             )
             return f"diverged at t={at}"
         if status == "failed":
@@ -248,11 +249,11 @@ class RunRecord:
     def update_norms(self) -> list[float | None]:
         if self.geometry:
             return [g.get("update_norm") for g in self.geometry]
-        return [row["method"].get("update_norm") for row in self.scored_rows]
+        return [row.method.get("update_norm") for row in self.scored_rows]
 
     def method_values(self) -> dict[str, float | None]:
         rows = self.scored_rows
-        last = rows[-1]["method"]
+        last = rows[-1].method
         values: dict[str, float | None] = {k: last.get(k) for k in leaderboard_keys()}
         summary = stream_summary(rows)
         for key in ("single_shot_forget_acc", "forward_failure", "forward_failure_mean", "forget_drift"):
@@ -263,19 +264,21 @@ class RunRecord:
         values["mean_gap_acc"] = summary.get("mean_gap_acc")
         values["mia_validity_ns"] = _not_significant(last)
         values["rememorization_events"] = summary.get("rememorization_events")
-        times = [row["method"].get("rte_s") for row in rows]
+        times = [row.method.get("rte_s") for row in rows]
         values["rte_s"] = float(sum(times)) if all(v is not None for v in times) else None
         return values
 
     def oracle_values(self) -> dict[str, float | None] | None:
         """The oracle's row from the run's last request, which every schedule gives an oracle."""
         rows = self.scored_rows
-        if not rows or not rows[-1].get("oracle"):
+        if not rows or not rows[-1].oracle:
             return None
-        last = rows[-1]["oracle"]
+        last = rows[-1].oracle
         values: dict[str, float | None] = {k: last.get(k) for k in leaderboard_keys()}
-        every = all(row.get("oracle") for row in rows)  # the stream-wide columns need an oracle at every t
-        summary = stream_summary([{"method": row["oracle"]} for row in rows]) if every else {}
+        every = all(row.oracle for row in rows)  # the stream-wide columns need an oracle at every t
+        # the oracle's own stream: its scores in the method's place, and nothing to compare them with
+        as_method = [replace(row, method=row.oracle, oracle=None, single_shot=None) for row in rows]
+        summary = stream_summary(as_method) if every else {}
         values["forget_drift"] = summary.get("forget_drift")
         values["backward_failure_max"] = summary.get("backward_failure_max")
         values["rememorization_events"] = summary.get("rememorization_events")
@@ -303,7 +306,7 @@ def read_run(path: Path) -> RunRecord:
         identity = run_dir.identity()
     except DamagedIdentityError as error:
         identity, problem = {}, run_dir.problem_of(error)
-    rows: list[dict] = []
+    rows: list[RequestRecord] = []
     try:
         rows = run_dir.rows()
     except (OSError, DamagedFileError) as error:

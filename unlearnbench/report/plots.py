@@ -88,10 +88,10 @@ def write_group_plots(group, out_dir: Path) -> list[Path]:
     norms: dict[str, np.ndarray] = {}
     ers: dict[str, np.ndarray] = {}
     oracle_forget = [
-        [r["oracle"].get("forget_acc") if r.get("oracle") else None for r in run.scored_rows]
+        [r.oracle.get("forget_acc") if r.oracle else None for r in run.scored_rows]
         for entry in group.entries
         for run in entry.runs
-        if run.status == "complete" and any(r.get("oracle") for r in run.scored_rows)
+        if run.status == "complete" and any(r.oracle for r in run.scored_rows)
     ]
     oracle_level = float(np.nanmean(_mean_curve(oracle_forget))) if oracle_forget else None
     for entry in group.entries:
@@ -108,7 +108,7 @@ def write_group_plots(group, out_dir: Path) -> list[Path]:
             heatmaps.append(_save(figure, out_dir / f"history-{_slug(entry.label)}.png"))
         if entry.privacy is not None:  # beside the history: the same axes, (t, F_s)
             heatmaps += _backward_privacy_heatmaps(entry, out_dir)
-        forget[entry.label] = _mean_curve([[r["method"].get("forget_acc") for r in run.scored_rows] for run in runs])
+        forget[entry.label] = _mean_curve([[r.method.get("forget_acc") for r in run.scored_rows] for run in runs])
         norms[entry.label] = _mean_curve([run.update_norms() for run in runs])
         geometry = [run.geometry for run in runs if run.geometry]
         if geometry:

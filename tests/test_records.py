@@ -1,0 +1,81 @@
+"""The typed records write exactly the JSON of a real run, and refuse an object that is not one, naming what is wrong."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from unlearnbench.errors import DamagedFileError
+from unlearnbench.records import MalformedRecordError, RequestRecord, RunSummary
+from unlearnbench.rundir import RunDirectory, json_text
+
+#: Run folders written by the runner (finetune and ga, T = 3, with oracles and single-shot counterfactuals).
+OLD_RUNS = sorted((Path(__file__).parent / "fixtures" / "old_runs").iterdir())
+
+
+@pytest.mark.parametrize("run", OLD_RUNS, ids=[run.name.split("-")[0] for run in OLD_RUNS])
+def test_a_real_runs_lines_round_trip_to_identical_json_text(run):
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    records = [RequestRecord.from_json(json.loads(line)) for line in lines]
+    assert [json.dumps(record.to_json()) for record in records] == lines
+    assert [record.t for record in records] == [1, 2, 3] and records[-1].single_shot is not None
+    text = (run / "summary.json").read_text()
+    summary = RunSummary.from_json(json.loads(text))
+    assert json_text(summary.to_json()) == text
+    assert (summary.requests_done, summary.status, summary.diverged_at) == (3, "complete", None)
+
+
+def test_a_diverged_runs_summary_writes_where_it_stopped_last():
+    summary = RunSummary(requests_done=1, scores={"forget_drift": 0.0}, status="diverged", diverged_at=2)
+    assert list(summary.to_json()) == ["requests_done", "forget_drift", "status", "diverged_at"]
+    assert RunSummary.from_json(summary.to_json()) == summary
+
+
+def _row() -> dict:
+    return json.loads((OLD_RUNS[0] / "metrics.jsonl").read_text().splitlines()[0])
+
+
+# (case, how the row is damaged, what the message must say)
+MALFORMED = [
+    ("missing key", lambda row: row.pop("oracle"), "missing key 'oracle'"),
+    ("unknown key", lambda row: row.update(seed=0), "unknown key 'seed'"),
+    ("t not a number", lambda row: row.update(t="1"), "'t' is '1', not a request number"),
+    ("unknown status", lambda row: row.update(status="done"), "'status' is 'done', not one of ok, diverged"),
+    ("classes not a list", lambda row: row.update(forget_classes=3), "'forget_classes' is 3, not a list"),
+    ("method not scores", lambda row: row.update(method=[1.0]), "'method' is list, not an object of scores"),
+    ("oracle not scores", lambda row: row.update(oracle=0.5), "'oracle' is float, not an object of scores or null"),
+    ("a score as text", lambda row: row["method"].update(gap="1.0"), "method['gap'] is '1.0', not a number"),
+]
+
+
+@pytest.mark.parametrize(("damage", "message"), [case[1:] for case in MALFORMED], ids=[case[0] for case in MALFORMED])
+def test_a_malformed_row_is_refused_naming_the_problem(damage, message):
+    row = _row()
+    damage(row)
+    with pytest.raises(MalformedRecordError, match=f"^{re.escape(message)}"):
+        RequestRecord.from_json(row)
+
+
+def test_a_run_directory_names_the_line_and_the_problem_of_a_malformed_row(tmp_path):
+    run = shutil.copytree(OLD_RUNS[0], tmp_path / OLD_RUNS[0].name)
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    second = json.loads(lines[1])
+    del second["single_shot"]
+    (run / "metrics.jsonl").write_text("\n".join([lines[0], json.dumps(second), lines[2]]) + "\n")
+    run_dir = RunDirectory(run)
+    with pytest.raises(DamagedFileError) as raised:
+        run_dir.rows()
+    assert run_dir.problem_of(raised.value) == "metrics.jsonl line 2 is not a metrics row (missing key 'single_shot')"
+
+
+def test_a_summary_that_is_not_one_reads_as_absent(tmp_path):
+    run = shutil.copytree(OLD_RUNS[0], tmp_path / OLD_RUNS[0].name)
+    assert RunDirectory(run).summary() is not None
+    (run / "summary.json").write_text(json.dumps({"requests_done": "3", "status": "complete"}))
+    with pytest.raises(MalformedRecordError, match="'requests_done' is '3'"):
+        RunSummary.from_json(json.loads((run / "summary.json").read_text()))
+    assert RunDirectory(run).summary() is None

@@ -1,0 +1,136 @@
+"""The typed records of a run's results: a request's row of `metrics.jsonl` and the run's `summary.json`.
+
+The runner builds them, `RunDirectory` writes and reads them, and every reader (console, loggers,
+leaderboard, plots, chains, tuning, suite) takes their attributes instead of re-interpreting a dict,
+so what a field holds is written down once, here. `to_json` gives the object the file holds, key
+for key and in order (a record read and written again is the same line); `from_json` refuses an
+object that is not a record, naming the key and what is wrong, so a damaged line is reported where
+it is read rather than as a `KeyError` somewhere in a table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+#: What a request's row says of it: scored (`ok`), or the request at which the run stopped (`diverged`: its
+#: `method` holds the timings only, and it has no oracle or single-shot scores).
+REQUEST_STATUSES = ("ok", "diverged")
+
+#: One model's scores after a request: metric key (`evaluation.keys.METRIC_KEYS`, plus the runner's timings, gaps
+#: and geometry) -> a number or None; `history` is a list (accuracy on every F_s).
+Scores = dict[str, Any]
+
+
+class MalformedRecordError(ValueError):
+    """A JSON object that is not a record; the message names the key and the problem, in a few words."""
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return value is None or isinstance(value, int | float)
+
+
+def _check_scores(name: str, value: Any, optional: bool) -> None:
+    """`value` is a `Scores` object (or null, where `optional`); else a `MalformedRecordError` naming the culprit."""
+    if value is None and optional:
+        return
+    if not isinstance(value, dict):
+        wanted = "an object of scores or null" if optional else "an object of scores"
+        raise MalformedRecordError(f"{name!r} is {type(value).__name__}, not {wanted}")
+    for key, score in value.items():
+        if not (_is_number(score) or (isinstance(score, list) and all(_is_number(item) for item in score))):
+            raise MalformedRecordError(f"{name}[{key!r}] is {score!r}, not a number, null or a list of numbers")
+
+
+def _check_object(data: Any, required: tuple[str, ...], what: str) -> None:
+    """`data` is a JSON object with every `required` key."""
+    if not isinstance(data, dict):
+        raise MalformedRecordError(f"a JSON {type(data).__name__}, not {what}")
+    missing = [key for key in required if key not in data]
+    if missing:
+        raise MalformedRecordError(f"missing key {missing[0]!r}")
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """One finished request: a line of `metrics.jsonl`, the unit of resuming (a request is finished when its
+    record is in the file). The fields are in the order written.
+
+    `forget_classes` is None on a random stream (F_t is samples, not classes). `oracle` is None at a
+    request off the oracle schedule (`--oracle-every`), and `single_shot` off the single-shot one
+    (`--single-shot-every`): absent, never carried over from another request.
+    """
+
+    t: int
+    status: str
+    forget_classes: list[int] | None
+    method: Scores
+    oracle: Scores | None
+    single_shot: Scores | None
+
+    def to_json(self) -> dict:
+        """The line's object, key for key as written (the score dicts are the record's own, not copies)."""
+        return {field.name: getattr(self, field.name) for field in fields(self)}
+
+    @classmethod
+    def from_json(cls, data: Any) -> RequestRecord:
+        """The record of a parsed line; a `MalformedRecordError` naming the key and the problem when it is not one."""
+        names = tuple(field.name for field in fields(cls))
+        _check_object(data, names, "a metrics row")
+        unknown = [key for key in data if key not in names]
+        if unknown:
+            raise MalformedRecordError(f"unknown key {unknown[0]!r}")
+        if not _is_int(data["t"]) or data["t"] < 1:
+            raise MalformedRecordError(f"'t' is {data['t']!r}, not a request number")
+        if data["status"] not in REQUEST_STATUSES:
+            raise MalformedRecordError(f"'status' is {data['status']!r}, not one of {', '.join(REQUEST_STATUSES)}")
+        classes = data["forget_classes"]
+        if classes is not None and not (isinstance(classes, list) and all(_is_int(c) for c in classes)):
+            raise MalformedRecordError(f"'forget_classes' is {classes!r}, not a list of class indices or null")
+        _check_scores("method", data["method"], optional=False)
+        _check_scores("oracle", data["oracle"], optional=True)
+        _check_scores("single_shot", data["single_shot"], optional=True)
+        return cls(**{name: data[name] for name in names})
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """`summary.json`: what the run's scored requests add up to, written when a session ends.
+
+    It is derived from `metrics.jsonl` (and rewritten when the two disagree), so a reader that
+    needs a request's numbers reads the records instead. `scores` is `stream_summary`'s: its keys
+    depend on the schedules (no `mean_gap` without an oracle, no `forward_failure` without a
+    single-shot counterfactual), hence a dict; it is empty when no request was scored.
+    `status` is `complete` or `diverged` (then `diverged_at` is the request that diverged), or, on
+    a node other than node 0 of a multi-node run, which node followed (nothing is written there).
+    """
+
+    requests_done: int
+    scores: dict[str, Any]
+    status: str
+    diverged_at: int | None = None
+
+    def to_json(self) -> dict:
+        """The file's object: `requests_done`, the scores, `status`, and `diverged_at` where there is one."""
+        data = {"requests_done": self.requests_done, **self.scores, "status": self.status}
+        if self.diverged_at is not None:
+            data["diverged_at"] = self.diverged_at
+        return data
+
+    @classmethod
+    def from_json(cls, data: Any) -> RunSummary:
+        """The summary of a parsed `summary.json`; a `MalformedRecordError` naming the problem when it is not one."""
+        _check_object(data, ("requests_done", "status"), "a run summary")
+        if not _is_int(data["requests_done"]) or data["requests_done"] < 0:
+            raise MalformedRecordError(f"'requests_done' is {data['requests_done']!r}, not a number of requests")
+        if not isinstance(data["status"], str):
+            raise MalformedRecordError(f"'status' is {data['status']!r}, not a word")
+        diverged_at = data.get("diverged_at")
+        if diverged_at is not None and not _is_int(diverged_at):
+            raise MalformedRecordError(f"'diverged_at' is {diverged_at!r}, not a request number")
+        scores = {key: value for key, value in data.items() if key not in ("requests_done", "status", "diverged_at")}
+        return cls(data["requests_done"], scores, data["status"], diverged_at)
