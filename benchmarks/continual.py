@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from unlearnbench.plan import load_suite
+from unlearnbench.rundir import RunDirectory
 from unlearnbench.suite import run_suite
 
 SUITE = Path(__file__).resolve().parent / "suites" / "continual.yaml"
@@ -41,9 +42,9 @@ def _row_name(entry) -> str:
 
 def result_row(cell) -> dict:
     """The comparison's columns for one finished suite cell, read from its run directory."""
-    summary = json.loads((cell.run_dir / "summary.json").read_text())
-    rows = [json.loads(line) for line in (cell.run_dir / "metrics.jsonl").read_text().splitlines()]
-    scores = [row["method"] for row in rows if row.get("status", "ok") == "ok"]
+    run = RunDirectory(cell.run_dir)
+    summary = run.summary().scores
+    scores = [row.method for row in run.rows() if row.status == "ok"]
     oracle_drift = None
     if summary.get("forget_drift_vs_oracle") is not None:
         oracle_drift = summary["forget_drift"] - summary["forget_drift_vs_oracle"]

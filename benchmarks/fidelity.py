@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from unlearnbench.config import RunConfig
+from unlearnbench.records import RequestRecord
 from unlearnbench.runner import Runner
 
 FORMER = {
@@ -35,10 +36,12 @@ FORMER = {
     "munba": None,
     "loft": {"lr": 0.05, "steps": 200, "init": "pca", "stabilize": 10},
 }
-COLUMNS = "| method | defaults | mean forget | max forget | mean gap | mean gap_acc | SVC validity (n.s./T) | SVC advantage |"
+COLUMNS = (
+    "| method | defaults | mean forget | max forget | mean gap | mean gap_acc | SVC validity (n.s./T) | SVC advantage |"
+)
 
 
-def run(method: str, method_args: dict, out: Path, seed: int) -> list[dict]:
+def run(method: str, method_args: dict, out: Path, seed: int) -> list[RequestRecord]:
     config = RunConfig(method=method, method_args=method_args, single_shot_every=0, seed=seed, out=out)
     return Runner(config).run().rows
 
@@ -67,9 +70,9 @@ def main() -> None:
             if method_args is None:
                 continue
             rows = run(method, method_args, args.out, args.seed)
-            oracle = oracle or [row["oracle"] for row in rows]
+            oracle = oracle or [row.oracle for row in rows]
             label = "unchanged" if former is None else defaults
-            lines.append(line(method, label, [row["method"] for row in rows]))
+            lines.append(line(method, label, [row.method for row in rows]))
     lines.insert(2, line("oracle", "—", oracle))
     print("\n".join(lines))
 

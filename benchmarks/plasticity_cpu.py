@@ -25,12 +25,10 @@ paper's four key findings whether it is observed here, with the numbers:
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
 
-from unlearnbench.evaluation.geometry import read_geometry_csv
 from unlearnbench.rundir import RunDirectory
 from unlearnbench.suite import run_suite
 
@@ -57,9 +55,8 @@ def _quarters(values: list[float | None]) -> tuple[float, float]:
 
 def cell_numbers(run_dir: Path) -> dict:
     """The table's columns and each finding's evidence from one finished run directory."""
-    summary = json.loads((run_dir / "summary.json").read_text())
-    rows = RunDirectory(run_dir).rows()
-    geometry = read_geometry_csv(run_dir / "geometry.csv")
+    run = RunDirectory(run_dir)
+    summary, rows, geometry = run.summary().scores, run.rows(), run.geometry()
     gains = [row.method.get("forward_gain") for row in rows if row.method.get("forward_gain") is not None]
     history = np.array([row.method["history"] for row in rows])
     events = {t for t in range(len(rows)) for s in range(t) if history[t, s] - history[s, s] > 10.0}
