@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -126,6 +128,16 @@ def study_trials(out: Path) -> list:
     return optuna.load_study(study_name=summary.study_name, storage=f"sqlite:///{out / 'studies.db'}").trials
 
 
+def trial_states(out: Path) -> list[str]:
+    """The study's trial states, read without Optuna: a worker may be creating the database's tables right now,
+    and Optuna opening it alongside (it migrates the schema on open) can make that worker fail."""
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{out / 'studies.db'}?mode=ro", uri=True)) as db:
+            return [state for (state,) in db.execute("SELECT state FROM trials")]
+    except sqlite3.OperationalError:  # no file, or no table yet
+        return []
+
+
 def finished(trials: list) -> list:
     return [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
 
@@ -174,7 +186,7 @@ def test_a_signal_during_a_trial_stops_tune_with_one_line_and_128_plus_the_signa
     worker = cli_process(tune_argv(out, 3))
     deadline = time.monotonic() + 900
     while time.monotonic() < deadline:
-        if (out / "studies.db").exists() and any(t.state == TrialState.RUNNING for t in study_trials(out)):
+        if "RUNNING" in trial_states(out):
             break
         time.sleep(0.2)
     worker.send_signal(signum)
