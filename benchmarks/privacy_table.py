@@ -29,7 +29,7 @@ def chains_by_method(root: Path) -> dict[str, list[RunDirectory]]:
     for path in sorted(root.iterdir()):
         run = RunDirectory(path)
         if path.is_dir() and run.is_run() and run.has_logits():
-            runs.setdefault(run.identity()["method"], []).append(run)
+            runs.setdefault(run.identity().method, []).append(run)
     return runs
 
 

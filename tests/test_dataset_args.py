@@ -62,7 +62,7 @@ def test_two_subsets_never_share_a_stored_model(tmp_path):
     assert [len(runner.train_labels) for runner in runs] == [100, 200]  # streams and metrics see the subset
     keys = {ModelSpec("digits", "smallcnn", RECIPE, 0, data=runner.dataset.fingerprint).key() for runner in runs}
     assert len(keys) == 2
-    assert runs[0].identity["dataset_args"] == {"train_size": 100} and runs[0].run_dir.path != runs[1].run_dir.path
+    assert runs[0].identity.dataset_args == {"train_size": 100} and runs[0].run_dir.path != runs[1].run_dir.path
 
 
 def test_two_image_folders_never_share_a_stored_model(tmp_path):
@@ -92,9 +92,9 @@ def test_command_line_config_file_and_suite_cell_resolve_alike(tmp_path):
     (cell,) = check_suite(suite)
     cli.recipe = from_file.recipe = RECIPE
     assert resolve_run(cli) == resolve_run(from_file) == (cell.identity, cell.run_dir)
-    assert cell.identity["dataset_args"] == {"train_size": 300} and cell.identity["arch_args"] == {"width": 8}
+    assert cell.identity.dataset_args == {"train_size": 300} and cell.identity.arch_args == {"width": 8}
     plain = run_config(parse_run_args(["--method", "rl", "--out", out, "--recipe", json.dumps(RECIPE)]))
-    assert "dataset_args" not in resolve_run(plain)[0] and "arch_args" not in resolve_run(plain)[0]
+    assert "dataset_args" not in resolve_run(plain)[0].to_json() and "arch_args" not in resolve_run(plain)[0].to_json()
 
 
 @pytest.mark.parametrize(

@@ -164,9 +164,9 @@ def test_guards_compose_on_the_cli_and_in_the_run_identity(tmp_path):
     assert names == ["shrink_perturb"]
     assert run_parser("rl", names).parse_args(argv).shrink_perturb.sigma == 0.0
     plain, guarded = RunConfig(method="rl"), RunConfig(method="rl", guards=["orthogonal"])
-    assert "guards" not in plain.identity({}, {}, 1)
+    assert "guards" not in plain.identity({}, {}, 1).to_json()
     identity = guarded.identity({}, {}, 1)
-    assert identity["guards"] == [{"orthogonal": {"rank": 3}}]
+    assert identity.guards == [{"orthogonal": {"rank": 3}}]
     assert guarded.run_path(identity).name.startswith("rl+orthogonal-")
 
 

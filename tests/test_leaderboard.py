@@ -43,6 +43,7 @@ def fake_run(
         "arch": "smallcnn",
         "seed": seed,
         "oracle": "retrain",
+        "mia_protocol": "salun",
         "recipe": {"epochs": 4},
         "precision": "32-true",
     }
@@ -287,7 +288,7 @@ def test_a_run_is_counted_once_however_often_it_is_reached(runs, tmp_path, capsy
     out = capsys.readouterr().out
     assert f"not published: {made['ga'][0].name}: duplicate of " in out
     board_runs = collect_runs([root, copies])
-    ga_runs = [run for run in board_runs if run.identity["method"] == "ga"]
+    ga_runs = [run for run in board_runs if run.identity.method == "ga"]
     assert len(ga_runs) == 4 and sum(run.duplicate_of is not None for run in ga_runs) == 1
     (group,) = build_groups(board_runs)
     ga = next(entry for entry in group.entries if entry.label == "ga")

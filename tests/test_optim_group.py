@@ -39,12 +39,12 @@ RECORDED = [
 def test_run_directories_recorded_before_the_split_are_still_found(method, args, recorded, tmp_path):
     identity, run_dir = resolve_run(RunConfig(method=method, method_args=args, out=tmp_path))
     assert run_dir.name == recorded
-    assert "optim" not in identity["method_args"]  # the group's fields flattened in, as before
+    assert "optim" not in identity.method_args  # the group's fields flattened in, as before
 
 
 def test_the_identity_records_the_settings_flat_with_the_methods_own_defaults(tmp_path):
     identity, _ = resolve_run(RunConfig(method="salun", method_args={"optim": {"lr": 0.1}}, out=tmp_path))
-    assert identity["method_args"] == {
+    assert identity.method_args == {
         "lr": 0.1, "epochs": 10, "batch_size": 256, "momentum": 0.9, "weight_decay": 0.0005,
         "batches": "forget_then_retain", "exclude_true": False, "ratio": 0.5,
     }  # fmt: skip

@@ -1,17 +1,20 @@
-"""The typed records write exactly the JSON of a real run, and refuse an object that is not one, naming what is wrong."""
+"""The typed records write exactly the JSON (and YAML) of a real run, and refuse an object that is not one, naming what
+is wrong."""
 
 from __future__ import annotations
 
 import json
 import re
 import shutil
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
+import yaml
 
 from unlearnbench.errors import DamagedFileError
-from unlearnbench.records import MalformedRecordError, RequestRecord, RunSummary
-from unlearnbench.rundir import RunDirectory, json_text
+from unlearnbench.records import _IDENTITY_CHECKS, MalformedRecordError, RequestRecord, RunIdentity, RunSummary
+from unlearnbench.rundir import DamagedIdentityError, RunDirectory, identity_hash, json_text
 
 #: Run folders written by the runner (finetune and ga, T = 3, with oracles and single-shot counterfactuals).
 OLD_RUNS = sorted((Path(__file__).parent / "fixtures" / "old_runs").iterdir())
@@ -79,3 +82,51 @@ def test_a_summary_that_is_not_one_reads_as_absent(tmp_path):
     with pytest.raises(MalformedRecordError, match="'requests_done' is '3'"):
         RunSummary.from_json(json.loads((run / "summary.json").read_text()))
     assert RunDirectory(run).summary() is None
+
+
+@pytest.mark.parametrize("run", OLD_RUNS, ids=[run.name.split("-")[0] for run in OLD_RUNS])
+def test_a_real_runs_identity_round_trips_to_its_file_and_its_folders_hash(run):
+    text = (run / "config.yaml").read_text()
+    identity = RunDirectory(run).identity()
+    assert yaml.safe_dump(identity.to_json(), sort_keys=False) == text
+    assert run.name.endswith(f"-{identity_hash(identity)}")
+    assert (identity.method, identity.requests, identity.guards, identity.split) == (
+        run.name.split("-")[0],
+        3,
+        None,
+        "test",
+    )
+
+
+def test_every_identity_field_has_its_check_and_only_departures_from_defaults_are_written():
+    assert list(_IDENTITY_CHECKS) == [field.name for field in fields(RunIdentity)]
+    data = yaml.safe_load((OLD_RUNS[0] / "config.yaml").read_text())
+    guarded = RunIdentity.from_json({**data, "guards": [{"orthogonal": {"rank": 3}}], "oracle_every": 2})
+    assert list(guarded.to_json())[-2:] == ["oracle_every", "guards"] and guarded.guard_names == ["orthogonal"]
+    assert RunIdentity.from_json(guarded.to_json()) == guarded
+
+
+# (case, how config.yaml's mapping is damaged, what the message must say)
+MALFORMED_IDENTITIES = [
+    ("missing key", lambda data: data.pop("mia_protocol"), "missing key 'mia_protocol'"),
+    ("unknown key", lambda data: data.update(colour="red"), "unknown key 'colour'"),
+    ("seed as text", lambda data: data.update(seed="0"), "'seed' is '0', not a seed"),
+    ("size as a flag", lambda data: data.update(size=True), "'size' is True, not a number"),
+    ("guards not a list", lambda data: data.update(guards="orthogonal"), "'guards' is 'orthogonal', not a list"),
+]
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"), [case[1:] for case in MALFORMED_IDENTITIES], ids=[case[0] for case in MALFORMED_IDENTITIES]
+)
+def test_a_malformed_identity_is_a_damaged_run_naming_the_problem(tmp_path, damage, message):
+    run = shutil.copytree(OLD_RUNS[0], tmp_path / OLD_RUNS[0].name)
+    data = yaml.safe_load((run / "config.yaml").read_text())
+    damage(data)
+    with pytest.raises(MalformedRecordError, match=f"^{re.escape(message)}"):
+        RunIdentity.from_json(data)
+    (run / "config.yaml").write_text(yaml.safe_dump(data))
+    with pytest.raises(DamagedIdentityError, match=re.escape(message)) as raised:
+        RunDirectory(run).identity()
+    assert raised.value.problem.startswith(f"config.yaml is not a run's configuration ({message}")
+    assert RunDirectory(run).is_run()  # listed as damaged by the leaderboard, not dropped

@@ -644,7 +644,7 @@ def test_a_damaged_run_is_listed_with_its_problem_and_not_averaged(finished, dam
     assert runs[sound].status == "complete"
     assert runs[damaged].status_detail().startswith(status), runs[damaged].status_detail()
     board = build_leaderboard(tmp_path / "runs", plots=False)
-    (entry,) = [e for g in board.groups for e in g.entries if e.runs[0].identity["method_args"]["lr"] != 0.5]
+    (entry,) = [e for g in board.groups for e in g.entries if e.runs[0].identity.method_args["lr"] != 0.5]
     assert entry.n == 1  # the sound run is published, the damaged one is not averaged in
     assert "damaged" in board.files["md"].read_text()
 

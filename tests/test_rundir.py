@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -13,10 +14,25 @@ import yaml
 
 from tests.conftest import tiny_config
 from unlearnbench.errors import DamagedFileError
-from unlearnbench.records import RequestRecord
+from unlearnbench.records import RequestRecord, RunIdentity
 from unlearnbench.rundir import DamagedIdentityError, RunDirectory, RunLabels, SavedLogits, identity_hash
 
-IDENTITY = {"method": "finetune", "method_args": {"lr": 0.01}, "requests": 2, "seed": 0}
+IDENTITY = RunIdentity.from_json(
+    {
+        "method": "finetune",
+        "method_args": {"lr": 0.01},
+        "stream": "classwise",
+        "size": 1,
+        "requests": 2,
+        "dataset": "digits",
+        "arch": "smallcnn",
+        "seed": 0,
+        "oracle": "retrain",
+        "mia_protocol": "salun",
+        "recipe": {"epochs": 2},
+        "precision": "32-true",
+    }
+)
 MANIFEST = {"requests": [{"t": 1, "forget": [0, 1]}, {"t": 2, "forget": [2]}]}
 
 
@@ -33,7 +49,8 @@ def row(t: int) -> RequestRecord:
 def test_what_initialize_writes_reads_back(tmp_path):
     run_dir = initialized(tmp_path / "run")
     assert run_dir.initialized() and run_dir.is_run()
-    assert run_dir.identity() == IDENTITY == yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
+    assert run_dir.identity() == IDENTITY
+    assert IDENTITY.to_json() == yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
     assert run_dir.manifest() == MANIFEST
     labels = run_dir.labels()
     assert isinstance(labels, RunLabels)
@@ -176,7 +193,7 @@ def test_identity_hash_is_the_hash_that_names_a_run_directory(tmp_path):
 def test_damage_names_an_edited_identity_and_a_missing_manifest(tmp_path):
     named = initialized(tmp_path / f"finetune-classwise-digits-smallcnn-T2-seed0-{identity_hash(IDENTITY)}")
     assert named.damage(IDENTITY) is None
-    edited = {**IDENTITY, "seed": 1}
+    edited = replace(IDENTITY, seed=1)
     assert named.damage(edited) == (
         f"config.yaml does not match its folder (hash {identity_hash(edited)}, folder {identity_hash(IDENTITY)}): "
         "edited after the run?"

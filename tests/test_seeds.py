@@ -27,7 +27,7 @@ def test_seed_alone_keeps_the_identity_it_had_before_seeds_were_split():
 def test_each_seed_part_enters_the_identity(part):
     config = RunConfig(method="finetune", seed=3, out=Path("runs"), **{part: 4})
     identity = config.identity({}, {}, 1)
-    assert identity[part] == 4 and identity["seed"] == 3
+    assert getattr(identity, part) == 4 and identity.seed == 3
     plain = RunConfig(method="finetune", seed=3, out=Path("runs"))
     assert config.run_path(identity) != plain.run_path(plain.identity({}, {}, 1))  # another run, another folder
 
@@ -115,7 +115,7 @@ def test_unlearn_seeds_make_k_chains_that_differ_only_in_unlearn_seed(tmp_path):
         (2, 3),
         (2, 4),
     ]
-    assert "unlearn_seed" not in cells[0].identity and cells[1].identity["unlearn_seed"] == 1  # chain 0: the plain run
+    assert cells[0].identity.unlearn_seed is None and cells[1].identity.unlearn_seed == 1  # chain 0: the plain run
     assert len({c.run_dir for c in cells}) == 6
     with pytest.raises(ConfigError, match="unlearn_seeds"):
         check_suite({**suite, "unlearn_seeds": 0})

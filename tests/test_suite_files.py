@@ -121,7 +121,7 @@ def test_the_published_leaderboard_suite_runs_every_registered_method_on_fashion
     both = {name for name in METHODS.names() if METHODS.get(name).streams in (None, ("classwise", "random"))}
     assert {cell.config.method for cell in cells} == both, "a method that serves both stream kinds joins the suite"
     assert all(cell.config.method_args == {} for cell in cells)
-    assert {(c.config.stream, c.identity["size"], c.config.requests) for c in cells} == {
+    assert {(c.config.stream, c.identity.size, c.config.requests) for c in cells} == {
         ("classwise", 1, 5),
         ("random", 0.01, 10),
     }

@@ -296,14 +296,14 @@ def test_hparams_loading_marks_the_identity_and_explicit_values_win(tmp_path, sh
     folder = write_tuned(tmp_path / "tuned", {"lr": 0.037, "epochs": 1})
     tuned = Runner(finetune_config(tmp_path, shared_store, {}, folder))
     assert tuned.method.hparams["lr"] == 0.037 and tuned.method.hparams["epochs"] == 1
-    assert tuned.identity["tuned"] == {
+    assert tuned.identity.tuned == {
         "study": "s-1", "objective": "mean_gap", "sampler": "tpe", "trials": 3, "best_value": 1.5, "tune_seeds": [100]
     }  # fmt: skip
     assert "-tuned-" in tuned.run_dir.path.name
     explicit = Runner(finetune_config(tmp_path, shared_store, {"optim": {"lr": 0.5}}, folder))
     assert explicit.method.hparams["lr"] == 0.5 and explicit.method.hparams["epochs"] == 1
     default = Runner(finetune_config(tmp_path, shared_store, {}))
-    assert "tuned" not in default.identity and default.run_dir.path != tuned.run_dir.path
+    assert "tuned" not in default.identity.to_json() and default.run_dir.path != tuned.run_dir.path
 
 
 def test_cli_hparams_sets_the_methods_defaults(tmp_path, monkeypatch):
@@ -330,7 +330,7 @@ def test_cli_hparams_sets_the_methods_defaults(tmp_path, monkeypatch):
             ]
         )
     assert seen["hparams"]["lr"] == 0.037 and seen["hparams"]["epochs"] == 2  # tuned value; the explicit one wins
-    assert seen["identity"]["tuned"]["study"] == "s-1"
+    assert seen["identity"].tuned["study"] == "s-1"
 
 
 def test_tuning_runs_never_enter_a_leaderboard_and_tuned_rows_sit_beside_default_ones(tmp_path, shared_store):
@@ -343,7 +343,7 @@ def test_tuning_runs_never_enter_a_leaderboard_and_tuned_rows_sit_beside_default
     board = build_leaderboard(runs, plots=False)
     (group,) = board.groups
     assert sorted(entry.label for entry in group.entries) == ["finetune", "finetune (tuned)"]
-    assert all(run.identity["seed"] == 0 for entry in group.entries for run in entry.runs)
+    assert all(run.identity.seed == 0 for entry in group.entries for run in entry.runs)
     assert {run["seed"] for run in board.provenance["runs"]} == {0}
     assert "seed100" not in board.files["csv"].read_text() and "validation" not in board.files["md"].read_text()
 

@@ -13,8 +13,10 @@ from typing import Literal
 
 from unlearnbench.data.cache import check_dataset_args
 from unlearnbench.errors import ConfigError, DamagedFileError
+from unlearnbench.hparams import marker
 from unlearnbench.methods.base import check_method_arguments, flat_arguments, method_arguments
 from unlearnbench.ranges import check_ranges, flat_parameters
+from unlearnbench.records import RunIdentity
 from unlearnbench.registry import ARCHS, DATASETS, GUARDS, LOGGERS, METHODS, STREAMS, UnknownNameError
 from unlearnbench.rundir import identity_hash
 from unlearnbench.streams.kinds import StreamError
@@ -266,54 +268,41 @@ class RunConfig:
     def store_dir(self) -> Path:
         return self.store if self.store is not None else self.out / "store"
 
-    def identity(self, method_hparams: dict, recipe: dict, size: float) -> dict:
+    def identity(self, method_hparams: dict, recipe: dict, size: float) -> RunIdentity:
         """Everything the numbers depend on: saved as config.yaml and hashed into the run's name.
 
-        Normalized through JSON so that it compares equal to its own YAML round trip.
+        Normalized through JSON so that it compares equal to its own YAML round trip. What departs
+        from a default only when used (dataset and arch arguments, schedules, guards, tuning, split,
+        seed parts) is left out of the file by `RunIdentity.to_json`, so other runs keep their names.
         """
-        identity = {
-            "method": self.method,
-            "method_args": method_hparams,
-            "stream": self.stream,
-            # `--size 2` parses as 2.0 and a YAML `size: 2` as 2: one run, so one name
-            "size": int(size) if float(size).is_integer() else float(size),
-            "requests": self.requests,
-            "dataset": self.dataset,
-            "arch": self.arch,
-            "seed": self.seed,
-            "oracle": self.oracle,
-            "mia_protocol": self.mia_protocol,
-            "recipe": recipe,
-            "precision": self.hardware.precision,
-        }
-        # Dataset and arch arguments only where they differ from the defaults, so other runs keep their names.
-        dataset_args = check_dataset_args(self.dataset, self.dataset_args)
-        arch_args = check_arch_args(self.arch, self.arch_args)
-        if dataset_args:
-            identity["dataset_args"] = dataset_args
-        if arch_args:
-            identity["arch_args"] = arch_args
-        if self.oracle_every != 1:  # schedules only where they differ from the defaults, so other runs keep their names
-            identity["oracle_every"] = self.oracle_every
-        if self.single_shot_every is not None:
-            identity["single_shot_every"] = self.single_shot_every
-        if self.guards:  # only when used, so unguarded runs keep their names; a list, since order matters
-            identity["guards"] = [{name: self.resolved_guard_args(name)} for name in self.guards]
         tuned = self.tuned()
-        if tuned:  # likewise only when used: where the hyperparameters came from
-            from unlearnbench.hparams import marker
+        identity = RunIdentity(
+            method=self.method,
+            method_args=method_hparams,
+            stream=self.stream,
+            # `--size 2` parses as 2.0 and a YAML `size: 2` as 2: one run, so one name
+            size=int(size) if float(size).is_integer() else float(size),
+            requests=self.requests,
+            dataset=self.dataset,
+            arch=self.arch,
+            seed=self.seed,
+            oracle=self.oracle,
+            mia_protocol=self.mia_protocol,
+            recipe=recipe,
+            precision=self.hardware.precision,
+            dataset_args=check_dataset_args(self.dataset, self.dataset_args) or None,
+            arch_args=check_arch_args(self.arch, self.arch_args) or None,
+            oracle_every=self.oracle_every,
+            single_shot_every=self.single_shot_every,
+            guards=[{name: self.resolved_guard_args(name)} for name in self.guards] or None,  # in order of use
+            tuned=marker(tuned["provenance"]) if tuned else None,  # where the hyperparameters came from
+            split=self.split,
+            **{part: self.resolved_seed(part) for part in SEED_PARTS if self.resolved_seed(part) != self.seed},
+            oracle_seeds=self.oracle_seeds,
+        )
+        return RunIdentity.from_json(json.loads(json.dumps(identity.to_json(), default=str)))
 
-            identity["tuned"] = marker(tuned["provenance"])
-        if self.split != "test":
-            identity["split"] = self.split
-        for part in SEED_PARTS:  # only where a part departs from `seed`, so `--seed S` alone keeps its name
-            if self.resolved_seed(part) != self.seed:
-                identity[part] = self.resolved_seed(part)
-        if self.oracle_seeds != 1:
-            identity["oracle_seeds"] = self.oracle_seeds
-        return json.loads(json.dumps(identity, default=str))
-
-    def run_path(self, identity: dict) -> Path:
+    def run_path(self, identity: RunIdentity) -> Path:
         """`--run-dir` if given, else OUT/<method>-<stream>-...-<hash of the identity>."""
         if self.run_dir is not None:
             return self.run_dir

@@ -24,6 +24,7 @@ import yaml
 from unlearnbench.config import ConfigError, Hardware, RunConfig, check_writable_directory
 from unlearnbench.data.base import data_root
 from unlearnbench.methods.base import UnlearningMethod
+from unlearnbench.records import RunIdentity
 from unlearnbench.registry import METHODS, STREAMS
 from unlearnbench.rundir import RunDirectory
 from unlearnbench.training import Recipe
@@ -304,7 +305,7 @@ class Cell:
 
     position: tuple[int, int, int, int]
     config: RunConfig
-    identity: dict
+    identity: RunIdentity
     run_dir: Path
 
 
@@ -344,7 +345,7 @@ class RunPlan:
     config: RunConfig
     method: UnlearningMethod
     recipe: Recipe
-    identity: dict
+    identity: RunIdentity
     run_dir: Path
 
 
@@ -370,7 +371,7 @@ def plan_run(config: RunConfig, require_recipe: bool = True) -> RunPlan:
     return RunPlan(config, method, recipe, identity, run_dir)
 
 
-def resolve_run(config: RunConfig) -> tuple[dict, Path]:
+def resolve_run(config: RunConfig) -> tuple[RunIdentity, Path]:
     """A suite cell's identity and run directory, as its `Runner` will compute them; loads and writes nothing."""
     plan = plan_run(config)
     return plan.identity, plan.run_dir
@@ -421,7 +422,7 @@ def models_to_train(cells: list[Cell]) -> tuple[int, int]:
         key = _pretrained_key(cell)
         pretrained.add(key)
         if config.oracle == "retrain":
-            stream = (config.stream, cell.identity["size"], config.requests, config.resolved_seed("stream_seed"))
+            stream = (config.stream, cell.identity.size, config.requests, config.resolved_seed("stream_seed"))
             scheduled = [t for t in range(1, config.requests + 1) if config.oracle_at(t)]
             oracles.update((*key[:-1], *stream, seed, t) for seed in config.oracle_train_seeds for t in scheduled)
     return len(pretrained), len(oracles)
@@ -440,11 +441,11 @@ def unlearning_fits(cells: list[Cell]) -> tuple[int, int]:
         config = cell.config
         continual += config.requests
         setting = json.dumps(
-            [_pretrained_key(cell), cell.identity["method"], cell.identity["method_args"], cell.identity.get("guards")],
+            [_pretrained_key(cell), cell.identity.method, cell.identity.method_args, cell.identity.guards],
             sort_keys=True,
         )
         seeds = (config.resolved_seed("stream_seed"), config.resolved_seed("unlearn_seed"), config.seed)
-        stream = (config.stream, cell.identity["size"], config.requests, config.mia_protocol, *seeds)
+        stream = (config.stream, cell.identity.size, config.requests, config.mia_protocol, *seeds)
         single_shot |= {(setting, stream, t) for t in range(2, config.requests + 1) if config.single_shot_at(t)}
     return continual, len(single_shot)
 
@@ -452,8 +453,8 @@ def unlearning_fits(cells: list[Cell]) -> tuple[int, int]:
 def _pretrained_key(cell: Cell) -> tuple:
     """(dataset, data and arch arguments, arch, recipe, train seed): what the pretrained model depends on."""
     config = cell.config
-    data = json.dumps([cell.identity.get("dataset_args"), cell.identity.get("arch_args")], sort_keys=True)
-    recipe = json.dumps(cell.identity["recipe"], sort_keys=True)
+    data = json.dumps([cell.identity.dataset_args, cell.identity.arch_args], sort_keys=True)
+    recipe = json.dumps(cell.identity.recipe, sort_keys=True)
     return (config.dataset, data, config.arch, recipe, config.resolved_seed("train_seed"))
 
 
@@ -489,7 +490,7 @@ def check_report(source: str, cells: list[Cell], shard: tuple[int, int] | None =
             (
                 str(i),
                 f"{cell.position[0]} {config.dataset}/{config.arch}",
-                f"{config.stream}:{cell.identity['size']} T={config.requests}",
+                f"{config.stream}:{cell.identity.size} T={config.requests}",
                 str(config.seed),
                 f"{method}({args})" if args else method,
                 cell.run_dir.name,

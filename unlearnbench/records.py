@@ -1,6 +1,6 @@
-"""The typed records of a run's results: a request's row of `metrics.jsonl` and the run's `summary.json`.
+"""The typed records of a run: its identity (`config.yaml`), a request's row of `metrics.jsonl` and its `summary.json`.
 
-The runner builds them, `RunDirectory` writes and reads them, and every reader (console, loggers,
+The planner and the runner build them, `RunDirectory` writes and reads them, and every reader (console, loggers,
 leaderboard, plots, chains, tuning, suite) takes their attributes instead of re-interpreting a dict,
 so what a field holds is written down once, here. `to_json` gives the object the file holds, key
 for key and in order (a record read and written again is the same line); `from_json` refuses an
@@ -10,7 +10,8 @@ it is read rather than as a `KeyError` somewhere in a table.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from collections.abc import Callable
+from dataclasses import MISSING, dataclass, fields
 from typing import Any
 
 #: What a request's row says of it: scored (`ok`), or the request at which the run stopped (`diverged`: its
@@ -134,3 +135,126 @@ class RunSummary:
             raise MalformedRecordError(f"'diverged_at' is {diverged_at!r}, not a request number")
         scores = {key: value for key, value in data.items() if key not in ("requests_done", "status", "diverged_at")}
         return cls(data["requests_done"], scores, data["status"], diverged_at)
+
+
+def _is_name(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def _is_mapping(value: Any) -> bool:
+    return isinstance(value, dict)
+
+
+def _is_precision(value: Any) -> bool:
+    return isinstance(value, str) or _is_int(value)  # Lightning's `32-true`, or a YAML config's `32`
+
+
+def _is_size(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _is_guard_list(value: Any) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(guard, dict) and len(guard) == 1 and all(_is_mapping(args) for args in guard.values())
+        for guard in value
+    )
+
+
+def _optional(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    return lambda value: value is None or check(value)
+
+
+#: What `RunIdentity.from_json` requires of each field's value: a check, and what it must be (for the message).
+_IDENTITY_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "method": (_is_name, "a method name"),
+    "method_args": (_is_mapping, "a mapping of hyperparameters"),
+    "stream": (_is_name, "a stream kind"),
+    "size": (_is_size, "a number"),
+    "requests": (_is_int, "a number of requests"),
+    "dataset": (_is_name, "a dataset name"),
+    "arch": (_is_name, "an arch name"),
+    "seed": (_is_int, "a seed"),
+    "oracle": (_is_name, "an oracle kind"),
+    "mia_protocol": (_is_name, "an attack protocol"),
+    "recipe": (_is_mapping, "a mapping (the training recipe)"),
+    "precision": (_is_precision, "a precision"),
+    "dataset_args": (_optional(_is_mapping), "a mapping"),
+    "arch_args": (_optional(_is_mapping), "a mapping"),
+    "oracle_every": (_is_int, "a number of requests"),
+    "single_shot_every": (_optional(_is_int), "a number of requests"),
+    "guards": (_optional(_is_guard_list), "a list of {guard: arguments}"),
+    "tuned": (_optional(_is_mapping), "a mapping"),
+    "split": (_is_name, "a split name"),
+    "train_seed": (_optional(_is_int), "a seed"),
+    "unlearn_seed": (_optional(_is_int), "a seed"),
+    "stream_seed": (_optional(_is_int), "a seed"),
+    "oracle_seeds": (_is_int, "a number of oracles"),
+}
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """Everything a run's numbers depend on: `config.yaml`, hashed into its folder's name (`rundir.identity_hash`).
+
+    Two runs with equal identities are one run: a second invocation resumes it, and the leaderboard
+    counts it once; anything that differs (a hyperparameter, a guard, the precision) is another run.
+    `RunConfig.identity` builds it, with the method's and guards' defaults filled in and every value
+    normalized through JSON, so it equals its own YAML round trip. The fields after `precision` are
+    written only where they depart from their defaults, so runs made before each existed keep their
+    names; `to_json` therefore gives exactly the object the file holds, and hashes to the same name.
+    """
+
+    method: str
+    #: the method's hyperparameters, its defaults filled in, a gradient method's `optim` group flat
+    method_args: dict
+    stream: str
+    size: int | float
+    requests: int
+    dataset: str
+    arch: str
+    seed: int
+    oracle: str
+    mia_protocol: str
+    recipe: dict
+    precision: str | int
+    dataset_args: dict | None = None
+    arch_args: dict | None = None
+    oracle_every: int = 1
+    single_shot_every: int | None = None
+    #: the guards in the order they are applied, each `{name: its arguments, defaults filled in}`
+    guards: list[dict] | None = None
+    #: where tuned hyperparameters came from (`hparams.marker`)
+    tuned: dict | None = None
+    split: str = "test"
+    #: a seed part, where it departs from `seed`
+    train_seed: int | None = None
+    unlearn_seed: int | None = None
+    stream_seed: int | None = None
+    oracle_seeds: int = 1
+
+    @property
+    def guard_names(self) -> list[str]:
+        """The guards' names in the order they are applied."""
+        return [name for guard in self.guards or [] for name in guard]
+
+    def to_json(self) -> dict:
+        """The object `config.yaml` holds: every field without a default, then those that depart from theirs."""
+        return {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if f.default is MISSING or getattr(self, f.name) != f.default
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> RunIdentity:
+        """The identity of a parsed `config.yaml`; a `MalformedRecordError` naming the key and the problem."""
+        required = tuple(f.name for f in fields(cls) if f.default is MISSING)
+        _check_object(data, required, "a run's configuration")
+        unknown = [key for key in data if key not in _IDENTITY_CHECKS]
+        if unknown:
+            raise MalformedRecordError(f"unknown key {unknown[0]!r}")
+        for key, value in data.items():
+            check, wanted = _IDENTITY_CHECKS[key]
+            if not check(value):
+                raise MalformedRecordError(f"{key!r} is {value!r}, not {wanted}")
+        return cls(**data)

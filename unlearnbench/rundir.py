@@ -42,7 +42,7 @@ import yaml
 from unlearnbench.errors import ConfigError, DamagedFileError
 from unlearnbench.evaluation.geometry import GEOMETRY_FILE, read_geometry_csv
 from unlearnbench.io import write_atomic, write_json_atomic, write_text_atomic, write_yaml_atomic
-from unlearnbench.records import MalformedRecordError, RequestRecord, RunSummary
+from unlearnbench.records import MalformedRecordError, RequestRecord, RunIdentity, RunSummary
 
 LOCK_FILE = ".lock"
 _CONFIG = "config.yaml"
@@ -119,9 +119,9 @@ class SavedLogits:
         return cls(method, [oracles[k] for k in range(len(oracles))])
 
 
-def identity_hash(identity: dict) -> str:
+def identity_hash(identity: RunIdentity) -> str:
     """The first 8 hex digits of the identity's sha256: the end of a run directory's name (`RunConfig.run_path`)."""
-    return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:8]
+    return hashlib.sha256(json.dumps(identity.to_json(), sort_keys=True, default=str).encode()).hexdigest()[:8]
 
 
 def _initialization_leftover(name: str) -> bool:
@@ -148,28 +148,39 @@ class RunDirectory:
         if config.is_dir() or not (config.exists() or config.is_symlink()):
             return False
         try:
-            return isinstance(self.identity().get("method"), str)
+            return isinstance(self._identity_object().get("method"), str)
         except DamagedIdentityError:
             return True
 
-    def identity(self) -> dict:
+    def identity(self) -> RunIdentity:
         """config.yaml: everything the run's numbers depend on (`RunConfig.identity`)."""
+        data = self._identity_object()
+        try:
+            return RunIdentity.from_json(data)
+        except MalformedRecordError as error:
+            raise DamagedIdentityError(
+                f"{self.path / _CONFIG} is not a run's configuration ({error}); delete {self.path} to rerun",
+                f"{_CONFIG} is not a run's configuration ({error})",
+            ) from None
+
+    def _identity_object(self) -> dict:
+        """config.yaml's mapping, not yet checked as an identity."""
         path = self.path / _CONFIG
         try:
-            identity = yaml.safe_load(path.read_text())
+            data = yaml.safe_load(path.read_text())
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
             raise DamagedIdentityError(
                 f"{path} is not readable YAML ({error}); delete {self.path} to rerun",
                 f"{_CONFIG} is not readable YAML ({type(error).__name__})",
             ) from None
-        if not isinstance(identity, dict):
+        if not isinstance(data, dict):
             raise DamagedIdentityError(
                 f"{path} is not a run's configuration; delete {self.path} to rerun",
                 f"{_CONFIG} is not a run's configuration",
             )
-        return identity
+        return data
 
-    def check(self, identity: dict) -> None:
+    def check(self, identity: RunIdentity) -> None:
         """Refuse a folder that holds a run made with another configuration, naming what differs."""
         if self.path.exists() and not self.path.is_dir():
             raise RunDirectoryMismatchError(f"{self.path} exists and is not a directory")
@@ -178,20 +189,22 @@ class RunDirectory:
             if self.path.exists() and any(not _initialization_leftover(p.name) for p in self.path.iterdir()):
                 raise RunDirectoryMismatchError(f"{self.path} is not empty and holds no run; choose another folder")
             return
-        existing = self.identity()
+        existing, identity = self.identity().to_json(), identity.to_json()
         if existing != identity:
             differing = sorted(k for k in set(existing) | set(identity) if existing.get(k) != identity.get(k))
             details = "; ".join(f"{k}: {existing.get(k)!r} there, {identity.get(k)!r} now" for k in differing)
             raise RunDirectoryMismatchError(f"{self.path} holds a run with another configuration ({details})")
 
-    def initialize(self, identity: dict, manifest: dict, train_labels: np.ndarray, test_labels: np.ndarray) -> None:
+    def initialize(
+        self, identity: RunIdentity, manifest: dict, train_labels: np.ndarray, test_labels: np.ndarray
+    ) -> None:
         """Write config and manifest for a new run (after `check`); an existing run is left as it is."""
         self.check(identity)
         if self.initialized():
             return
         write_json_atomic(self.path / _MANIFEST, manifest)
         write_atomic(self.path / _LABELS, lambda f: np.savez(f, train=train_labels, test=test_labels))
-        write_yaml_atomic(self.path / _CONFIG, identity)
+        write_yaml_atomic(self.path / _CONFIG, identity.to_json())
 
     def manifest(self) -> dict:
         """manifest.json: every request of the stream (`RequestStream.manifest`)."""
@@ -201,7 +214,7 @@ class RunDirectory:
         with np.load(self.path / _LABELS) as saved:
             return RunLabels(train=saved["train"], test=saved["test"])
 
-    def damage(self, identity: dict) -> str | None:
+    def damage(self, identity: RunIdentity) -> str | None:
         """What makes a run whose identity and rows read untrustworthy, in a few words; None when sound.
 
         A config.yaml edited after the run no longer hashes to its folder's name (a `--run-dir` name

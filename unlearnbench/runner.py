@@ -318,12 +318,12 @@ class Runner:
         it is scored on), the request's seeds and the scoring protocol; never T or the requests after t."""
         identity = self.identity
         parts = {
-            "method": identity["method"],
-            "method_args": identity["method_args"],
-            "guards": identity.get("guards"),
+            "method": identity.method,
+            "method_args": identity.method_args,
+            "guards": identity.guards,
             "pretrained": self.model_spec(np.array([], dtype=np.int64), self.config.resolved_seed("train_seed")).key(),
-            "precision": identity["precision"],
-            "mia_protocol": identity["mia_protocol"],
+            "precision": identity.precision,
+            "mia_protocol": identity.mia_protocol,
             "seeds": [
                 derived_seed(self.config.resolved_seed("unlearn_seed"), request.t),
                 derived_seed(self.config.seed, request.t, 1),  # the attacks' subsampling (`score`)

@@ -36,7 +36,7 @@ import math
 from pathlib import Path
 
 from unlearnbench.errors import ConfigError
-from unlearnbench.records import RequestRecord
+from unlearnbench.records import RequestRecord, RunIdentity
 from unlearnbench.registry import LOGGERS
 
 STATE_FILE = "logger.json"
@@ -99,7 +99,7 @@ class RunLogger:
 
     kind = "none"
 
-    def __init__(self, run_dir: Path, identity: dict, run_name: str, first_request: int = 1):
+    def __init__(self, run_dir: Path, identity: RunIdentity, run_name: str, first_request: int = 1):
         self.run_dir = Path(run_dir)
         self.identity, self.run_name, self.first_request = identity, run_name, first_request
         self.state = read_state(self.run_dir)
@@ -132,6 +132,8 @@ class RunLogger:
         self.closed = True
 
 
-def open_run_logger(kind: str, run_dir: Path, identity: dict, run_name: str, first_request: int = 1) -> RunLogger:
+def open_run_logger(
+    kind: str, run_dir: Path, identity: RunIdentity, run_name: str, first_request: int = 1
+) -> RunLogger:
     """The logger of one run session, created once per run by the runner (which then owns `finish`)."""
     return LOGGERS.get(kind)(Path(run_dir), identity, run_name, first_request)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from unlearnbench.loggers import RunLogger, request_metrics, with_step_offset
-from unlearnbench.records import RequestRecord
+from unlearnbench.records import RequestRecord, RunIdentity
 from unlearnbench.registry import LOGGERS
 
 
@@ -15,14 +15,14 @@ class CsvRunLogger(RunLogger):
 
     kind = "csv"
 
-    def __init__(self, run_dir: Path, identity: dict, run_name: str, first_request: int = 1):
+    def __init__(self, run_dir: Path, identity: RunIdentity, run_name: str, first_request: int = 1):
         super().__init__(run_dir, identity, run_name, first_request)
         from lightning.pytorch.loggers import CSVLogger
 
         self._logger = with_step_offset(CSVLogger)(
             save_dir=str(self.run_dir), name="csv_logs", version=f"from_t{first_request:03d}"
         )
-        self._logger.log_hyperparams(identity)
+        self._logger.log_hyperparams(identity.to_json())
 
     @property
     def lightning_logger(self):

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from unlearnbench.loggers import LoggerUnavailableError, RunLogger, request_metrics, with_step_offset, write_state
-from unlearnbench.records import RequestRecord
+from unlearnbench.records import RequestRecord, RunIdentity
 from unlearnbench.registry import LOGGERS
 
 #: Folders W&B would otherwise put in the home directory, and where they go inside the run directory.
@@ -29,7 +29,7 @@ class WandbRunLogger(RunLogger):
     kind = "wandb"
 
     def __init__(
-        self, run_dir: Path, identity: dict, run_name: str, first_request: int = 1, project: str | None = None
+        self, run_dir: Path, identity: RunIdentity, run_name: str, first_request: int = 1, project: str | None = None
     ):
         super().__init__(run_dir, identity, run_name, first_request)
         self._saved_env = self._point_wandb_inside_run_dir()
@@ -55,7 +55,7 @@ class WandbRunLogger(RunLogger):
             "`wandb login`); unset WANDB_MODE to log offline, or use --logger csv"
         )
 
-    def _start(self, run_name: str, identity: dict, project: str | None) -> None:
+    def _start(self, run_name: str, identity: RunIdentity, project: str | None) -> None:
         import wandb
         from lightning.pytorch.loggers import WandbLogger
 
@@ -72,7 +72,7 @@ class WandbRunLogger(RunLogger):
             dir=str(self.run_dir),
             id=self.state["wandb_id"],
             resume="allow",
-            config=identity,
+            config=identity.to_json(),
             job_type="unlearning",
         )
         run = self._logger.experiment

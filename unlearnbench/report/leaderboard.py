@@ -72,7 +72,7 @@ from unlearnbench.errors import ConfigError, DamagedFileError
 from unlearnbench.evaluation.keys import HEADLINE, METRIC_KEYS, leaderboard_keys, significant
 from unlearnbench.evaluation.scoring import stream_summary
 from unlearnbench.provenance import git_commit
-from unlearnbench.records import RequestRecord, RunSummary
+from unlearnbench.records import RequestRecord, RunIdentity, RunSummary
 from unlearnbench.registry import STREAMS
 from unlearnbench.report.plots import write_group_plots
 from unlearnbench.report.privacy import PRIVACY_KEYS, ChainPrivacy, chain_privacy_of, privacy_caption, privacy_cell
@@ -188,7 +188,8 @@ class RunRecord:
     """One run directory as read from disk."""
 
     path: Path
-    identity: dict
+    #: None where config.yaml cannot be read as an identity (then `problem` says why)
+    identity: RunIdentity | None
     rows: list[RequestRecord]
     summary: RunSummary | None
     error: dict | None
@@ -202,11 +203,11 @@ class RunRecord:
 
     @property
     def config_hash(self) -> str:
-        return identity_hash(self.identity)
+        return identity_hash(self.identity) if self.identity is not None else "none"
 
     @property
     def requests(self) -> int:
-        return int(self.identity.get("requests", 0))
+        return self.identity.requests if self.identity is not None else 0
 
     @property
     def scored_rows(self) -> list[RequestRecord]:
@@ -305,7 +306,7 @@ def read_run(path: Path) -> RunRecord:
     try:
         identity = run_dir.identity()
     except DamagedIdentityError as error:
-        identity, problem = {}, run_dir.problem_of(error)
+        identity, problem = None, run_dir.problem_of(error)
     rows: list[RequestRecord] = []
     try:
         rows = run_dir.rows()
@@ -320,7 +321,7 @@ def read_run(path: Path) -> RunRecord:
         provenance=run_dir.provenance(),
         history=run_dir.history(),
         geometry=run_dir.geometry(),
-        problem=problem or run_dir.damage(identity),
+        problem=problem or run_dir.damage(identity),  # `problem` is set where `identity` is None
     )
 
 
@@ -343,12 +344,12 @@ def collect_runs(runs_dirs: Path | Sequence[Path]) -> list[RunRecord]:
             if RunDirectory(Path(folder)).is_run():
                 run = read_run(Path(folder))
                 # runs on a validation split (tune trials) chose hyperparameters: never reported as held out
-                if run.identity.get("split", "test") == "test":
+                if run.identity is None or run.identity.split == "test":
                     runs.append(run)
     runs.sort(key=lambda run: str(run.path))
     counted: dict[str, RunRecord] = {}
     for run in sorted(runs, key=lambda run: (run.status != "complete", str(run.path))):
-        if "method" not in run.identity or run.problem is not None:
+        if run.identity is None or run.problem is not None:
             continue  # no readable identity, or damaged files: listed with its problem, never matched
         first = counted.setdefault(run.config_hash, run)
         if first is not run:
@@ -413,7 +414,7 @@ class Entry:
 
     @property
     def seeds(self) -> list[int]:
-        return sorted({int(run.identity.get("seed", 0)) for run in self.runs})
+        return sorted({run.identity.seed for run in self.runs})
 
 
 @dataclass
@@ -437,15 +438,15 @@ class Group:
         return ([self.oracle] if self.oracle else []) + self.entries
 
 
-def _recipe_hash(identity: dict) -> str:
-    return hashlib.sha256(json.dumps(identity.get("recipe"), sort_keys=True).encode()).hexdigest()[:6]
+def _recipe_hash(identity: RunIdentity) -> str:
+    return hashlib.sha256(json.dumps(identity.recipe, sort_keys=True).encode()).hexdigest()[:6]
 
 
 #: What a row averages over: the seed, and the unlearn seed of a suite's unlearning chains (`unlearn_seeds: K`).
 REPLICATE_KEYS = ("seed", "unlearn_seed")
 
 
-def _variant_key(identity: dict) -> str:
+def _variant_key(identity: RunIdentity) -> str:
     """What distinguishes two rows of one table: the whole identity except the seeds it averages over.
 
     The seed and the unlearn seed are what a row averages over (K unlearning chains of one seed are
@@ -453,17 +454,16 @@ def _variant_key(identity: dict) -> str:
     (hyperparameters, guards and their arguments, oracle, precision, ...) is another variant, so a
     guarded run never shares a row, a mean or an n with an unguarded run of the same method and seed.
     """
-    payload = {k: v for k, v in identity.items() if k not in REPLICATE_KEYS}
+    payload = {k: v for k, v in identity.to_json().items() if k not in REPLICATE_KEYS}
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:6]
 
 
-def _variant_name(identity: dict) -> str:
+def _variant_name(identity: RunIdentity) -> str:
     """The method, joined by its guards in the order they were applied: `rl+orthogonal`."""
-    guards = [name for guard in identity.get("guards") or [] for name in guard]
-    return "+".join([identity["method"], *guards])
+    return "+".join([identity.method, *identity.guard_names])
 
 
-def _variant_labels(identities: dict[tuple[str, str], dict]) -> dict[tuple[str, str], str]:
+def _variant_labels(identities: dict[tuple[str, str], RunIdentity]) -> dict[tuple[str, str], str]:
     """Row labels: the name alone where it is unique in the table, else the name and what sets the variant apart.
 
     What sets it apart: the method arguments that differ from the method's defaults (today's code's;
@@ -473,18 +473,19 @@ def _variant_labels(identities: dict[tuple[str, str], dict]) -> dict[tuple[str, 
     """
     labels = {}
     for (name, digest), identity in identities.items():
-        siblings = [other for (other_name, _), other in identities.items() if other_name == name]
-        parts = _differences(identity, siblings) if len(siblings) > 1 else []
+        siblings = [other.to_json() for (other_name, _), other in identities.items() if other_name == name]
+        parts = _differences(identity.to_json(), siblings) if len(siblings) > 1 else []
         labels[(name, digest)] = f"{name} ({', '.join(parts)})" if parts else name
     counts = list(labels.values())
     return {key: label if counts.count(label) == 1 else f"{label} [{key[1]}]" for key, label in labels.items()}
 
 
 def _differences(identity: dict, siblings: list[dict]) -> list[str]:
-    args = identity.get("method_args") or {}
-    defaults = _method_defaults(identity.get("method"))
+    """What sets a variant apart from its siblings (all as `RunIdentity.to_json`), as `key=value` texts."""
+    args = identity["method_args"]
+    defaults = _method_defaults(identity["method"])
     if defaults is None:  # no code to read defaults from: what differs among the variants
-        defaults = {k: v for k, v in args.items() if all((s.get("method_args") or {}).get(k) == v for s in siblings)}
+        defaults = {k: v for k, v in args.items() if all(s["method_args"].get(k) == v for s in siblings)}
     parts = [f"{key}={_short(value)}" for key, value in sorted(args.items()) if defaults.get(key, object()) != value]
     for key in sorted({k for s in siblings for k in s} - {*REPLICATE_KEYS, "method", "method_args"}):
         if len({json.dumps(s.get(key), sort_keys=True, default=str) for s in siblings}) > 1:
@@ -510,29 +511,26 @@ def _short(value: object) -> str:
     return text if len(text) <= 40 else text[:39] + "…"
 
 
-def _group_title(identity: dict) -> str:
-    size, kind = identity.get("size"), identity.get("stream")
+def _group_title(identity: RunIdentity) -> str:
+    size, kind = identity.size, identity.stream
     known = isinstance(size, int | float) and kind in STREAMS
     what = STREAMS.get(kind)().describe_size(size) if known else f"size {size}"
-    return (
-        f"{identity.get('dataset')} · {identity.get('arch')} · {identity.get('stream')} "
-        f"({what}, T={identity.get('requests')})"
-    )
+    return f"{identity.dataset} · {identity.arch} · {identity.stream} ({what}, T={identity.requests})"
 
 
 def build_groups(runs: list[RunRecord]) -> list[Group]:
     """Runs into tables: one per (dataset, arch, stream, size, T, recipe); methods and the oracle as rows."""
     by_group: dict[tuple, list[RunRecord]] = {}
     for run in runs:
-        if "method" not in run.identity or run.duplicate_of is not None:
+        if run.identity is None or run.duplicate_of is not None:
             continue  # no readable configuration, or counted in another folder: listed under provenance only
         ident = run.identity
         key = (
-            ident.get("dataset"),
-            ident.get("arch"),
-            ident.get("stream"),
-            ident.get("size"),
-            ident.get("requests"),
+            ident.dataset,
+            ident.arch,
+            ident.stream,
+            ident.size,
+            ident.requests,
             _recipe_hash(ident),
         )
         by_group.setdefault(key, []).append(run)
@@ -549,9 +547,9 @@ def build_groups(runs: list[RunRecord]) -> list[Group]:
 
 def _build_group(key: tuple, title: str, runs: list[RunRecord]) -> Group:
     variants: dict[tuple[str, str], list[RunRecord]] = {}  # (name, identity hash without the seed) -> its runs
-    for run in sorted(runs, key=lambda r: (r.identity.get("method"), r.identity.get("seed", 0), str(r.path))):
+    for run in sorted(runs, key=lambda r: (r.identity.method, r.identity.seed, str(r.path))):
         # a tuned run is its own row, labelled as such, beside the method's default row
-        name = _variant_name(run.identity) + (" (tuned)" if run.identity.get("tuned") else "")
+        name = _variant_name(run.identity) + (" (tuned)" if run.identity.tuned else "")
         variants.setdefault((name, _variant_key(run.identity)), []).append(run)
     labels = _variant_labels({variant: method_runs[0].identity for variant, method_runs in variants.items()})
     entries = []
@@ -567,7 +565,7 @@ def _build_group(key: tuple, title: str, runs: list[RunRecord]) -> Group:
     per_seed: dict[int, dict] = {}
     oracle_runs = []
     for run in sorted(runs, key=lambda r: str(r.path)):
-        seed = int(run.identity.get("seed", 0))
+        seed = run.identity.seed
         if run.status == "complete" and seed not in per_seed:
             values = run.oracle_values()
             if values is not None:
@@ -623,8 +621,8 @@ def provenance(runs: list[RunRecord], runs_dirs: Sequence[Path]) -> dict:
             {
                 "run": run.path.name,
                 "config_hash": run.config_hash,
-                "method": run.identity.get("method"),
-                "seed": run.identity.get("seed"),
+                "method": run.identity.method if run.identity is not None else None,
+                "seed": run.identity.seed if run.identity is not None else None,
                 "status": run.status_detail(),
                 "device": run.provenance.get("device", "unknown"),
                 "version": run.provenance.get("package_version", "unknown"),

@@ -36,11 +36,11 @@ def chain_privacy_of(runs: list) -> ChainPrivacy | None:
     by_seed: dict[int, list] = {}
     for run in runs:
         if RunDirectory(run.path).has_logits():
-            by_seed.setdefault(int(run.identity.get("seed", 0)), []).append(run)
+            by_seed.setdefault(run.identity.seed, []).append(run)
     chains = {
         seed: chain
         for seed, chain in by_seed.items()
-        if len(chain) >= 2 and all(int(run.identity.get("oracle_seeds", 1)) == len(chain) for run in chain)
+        if len(chain) >= 2 and all(run.identity.oracle_seeds == len(chain) for run in chain)
     }
     if not chains:
         return None
