@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 import warnings
-from dataclasses import asdict, is_dataclass
+from dataclasses import asdict, fields, is_dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -302,38 +302,18 @@ def run_config(args) -> RunConfig:
     """The `RunConfig` of parsed `run` options (the suite builds the same from a cell's keys)."""
     from unlearnbench.config import Hardware, RunConfig
 
-    return RunConfig(
-        method=args.method,
-        stream=args.stream,
-        dataset=args.dataset,
-        dataset_args=_group(args, "dataset_args"),
-        data_dir=args.data_dir,
-        download=args.download,
-        arch=args.arch,
-        arch_args=_group(args, "arch_args"),
-        requests=args.requests,
-        size=args.size,
-        seed=args.seed,
-        train_seed=args.train_seed,
-        unlearn_seed=args.unlearn_seed,
-        stream_seed=args.stream_seed,
-        oracle=args.oracle,
-        oracle_every=args.oracle_every,
-        single_shot_every=args.single_shot_every,
-        oracle_seeds=args.oracle_seeds,
-        mia_protocol=args.mia_protocol,
-        method_args=_group(args, args.method),
-        guards=list(args.guards),
-        guard_args={guard: dict(args.get(guard) or {}) for guard in args.guards},
-        recipe=dict(args.recipe),
-        out=args.out,
-        store=args.store,
-        run_dir=args.run_dir,
-        save_logits=args.save_logits,
-        logger=args.logger,
-        hparams=args.hparams,
-        hardware=Hardware(args.accelerator, args.devices, args.strategy, args.num_nodes, args.precision),
-    )
+    built = {  # the options a parsed value does not give as it is
+        "dataset_args": _group(args, "dataset_args"),
+        "arch_args": _group(args, "arch_args"),
+        "method_args": _group(args, args.method),
+        "guards": list(args.guards),
+        "guard_args": {guard: dict(args.get(guard) or {}) for guard in args.guards},
+        "recipe": dict(args.recipe),
+        "hardware": Hardware(args.accelerator, args.devices, args.strategy, args.num_nodes, args.precision),
+    }
+    # every other field is the option of its name (`split` is the tuner's, not an option of `run`)
+    parsed = {f.name: args.get(f.name) for f in fields(RunConfig) if f.name not in built and f.name in args}
+    return RunConfig(**parsed, **built)
 
 
 def _group(args, name: str) -> dict:

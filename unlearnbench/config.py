@@ -276,30 +276,23 @@ class RunConfig:
         seed parts) is left out of the file by `RunIdentity.to_json`, so other runs keep their names.
         """
         tuned = self.tuned()
-        identity = RunIdentity(
-            method=self.method,
-            method_args=method_hparams,
-            stream=self.stream,
+        built = {  # the fields that are not this config's field of the same name
+            "method_args": method_hparams,
             # `--size 2` parses as 2.0 and a YAML `size: 2` as 2: one run, so one name
-            size=int(size) if float(size).is_integer() else float(size),
-            requests=self.requests,
-            dataset=self.dataset,
-            arch=self.arch,
-            seed=self.seed,
-            oracle=self.oracle,
-            mia_protocol=self.mia_protocol,
-            recipe=recipe,
-            precision=self.hardware.precision,
-            dataset_args=check_dataset_args(self.dataset, self.dataset_args) or None,
-            arch_args=check_arch_args(self.arch, self.arch_args) or None,
-            oracle_every=self.oracle_every,
-            single_shot_every=self.single_shot_every,
-            guards=[{name: self.resolved_guard_args(name)} for name in self.guards] or None,  # in order of use
-            tuned=marker(tuned["provenance"]) if tuned else None,  # where the hyperparameters came from
-            split=self.split,
-            **{part: self.resolved_seed(part) for part in SEED_PARTS if self.resolved_seed(part) != self.seed},
-            oracle_seeds=self.oracle_seeds,
-        )
+            "size": int(size) if float(size).is_integer() else float(size),
+            "recipe": recipe,
+            "precision": self.hardware.precision,
+            "dataset_args": check_dataset_args(self.dataset, self.dataset_args) or None,
+            "arch_args": check_arch_args(self.arch, self.arch_args) or None,
+            "guards": [{name: self.resolved_guard_args(name)} for name in self.guards] or None,  # in order of use
+            "tuned": marker(tuned["provenance"]) if tuned else None,  # where the hyperparameters came from
+            # a seed part is recorded only where it departs from `seed`, so `--seed S` alone keeps its name
+            **{
+                part: None if self.resolved_seed(part) == self.seed else self.resolved_seed(part) for part in SEED_PARTS
+            },
+        }
+        copied = {f.name: getattr(self, f.name) for f in fields(RunIdentity) if f.name not in built}
+        identity = RunIdentity(**copied, **built)
         return RunIdentity.from_json(json.loads(json.dumps(identity.to_json(), default=str)))
 
     def run_path(self, identity: RunIdentity) -> Path:

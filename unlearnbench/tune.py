@@ -603,31 +603,11 @@ def tune_specs(args) -> list[TuneSpec]:
         return suite_specs(load_suite(args.suite), args.out, args.storage)
     if args.method is None:
         raise ConfigError(f"tune needs --method (one of: {', '.join(METHODS.names())}) or --suite FILE")
-    return [
-        TuneSpec(
-            method=args.method,
-            stream=args.stream,
-            dataset=args.dataset,
-            dataset_args=dict(args.dataset_args),
-            data_dir=args.data_dir,
-            arch=args.arch,
-            arch_args=dict(args.arch_args),
-            requests=args.requests,
-            size=args.size,
-            recipe=dict(args.recipe),
-            trials=args.trials,
-            tune_seeds=_seeds(args.tune_seeds),
-            objective=args.objective,
-            sampler=args.sampler,
-            pruner=args.pruner,
-            out=args.out or Path("tuned"),
-            storage=args.storage,
-            store=args.store,
-            heartbeat=args.heartbeat,
-            sampler_seed=args.sampler_seed,
-            hardware=Hardware(args.accelerator, args.devices, precision=args.precision),
-        )
-    ]
+    options = {f.name: getattr(args, f.name) for f in fields(TuneSpec) if f.name != "hardware"}  # one option each
+    mappings = {name: dict(options[name]) for name in ("dataset_args", "arch_args", "recipe")}
+    hardware = Hardware(args.accelerator, args.devices, precision=args.precision)
+    out = args.out or Path("tuned")
+    return [TuneSpec(**options | mappings | {"tune_seeds": _seeds(args.tune_seeds), "out": out, "hardware": hardware})]
 
 
 def tune_command(argv: list[str]) -> int:
