@@ -85,6 +85,27 @@ def _rmia_aucs(saved: list[SavedLogits], references: list, labels, forget: np.nd
     ]
 
 
+def _shared_stream(chains: list[Chain]) -> list[dict]:
+    """The requests of the stream every chain holds; ValueError where they hold different ones."""
+    forget_sets = [[r["forget"] for r in chain.manifest["requests"]] for chain in chains]
+    if any(sets != forget_sets[0] for sets in forget_sets):
+        raise ValueError("the chains hold different streams; run them with the same seed or stream seed")
+    return chains[0].manifest["requests"]
+
+
+def _shared_oracles(saved: list[SavedLogits], t: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """The oracles of request t (train and test logits), none where none was scheduled; ValueError unless every
+    chain holds the same schedule and, at a scheduled request, one oracle per chain."""
+    if len({len(z.oracles) for z in saved}) > 1:
+        raise ValueError(f"the chains hold different oracle schedules (request {t}); run them with the same options")
+    oracle_train, oracle_test = _oracles(saved[0], "train"), _oracles(saved[0], "test")
+    if oracle_train and len(oracle_train) != len(saved):
+        raise ValueError(
+            f"{len(saved)} chains need {len(saved)} oracles per request (--oracle-seeds), got {len(oracle_train)}"
+        )
+    return oracle_train, oracle_test
+
+
 def chain_privacy(paths: Sequence[Path | str]) -> dict:
     """`requests` (ε score, RMIA and ToW over the chains, one entry per request with oracles, each naming its
     `t`) and `backward_eps`/`backward_rmia` (one row per request served, row t − 1 holding the values of
@@ -95,30 +116,19 @@ def chain_privacy(paths: Sequence[Path | str]) -> dict:
     RMIA and ToW are still computed.
     """
     chains = [Chain.load(Path(path)) for path in paths]
-    forget_sets = [[r["forget"] for r in chain.manifest["requests"]] for chain in chains]
-    if any(sets != forget_sets[0] for sets in forget_sets):
-        raise ValueError("the chains hold different streams; run them with the same seed or stream seed")
+    requests = _shared_stream(chains)
     saved_labels = RunDirectory(Path(paths[0])).labels()
     labels = (saved_labels.train, saved_labels.test)
-    requests = chains[0].manifest["requests"]
     classwise = requests[0].get("forget_classes") is not None
     forget = [np.asarray(r["forget"], dtype=np.int64) for r in requests]
     result: dict = {"chains": len(chains), "requests": [], "backward_eps": [], "backward_rmia": []}
     for t in range(1, min(len(chain.rows) for chain in chains) + 1):
         saved = [chain.logits[t - 1] for chain in chains]
-        oracle_train, oracle_test = _oracles(saved[0], "train"), _oracles(saved[0], "test")
-        if len({len(_oracles(z, "train")) for z in saved}) > 1:
-            raise ValueError(
-                f"the chains hold different oracle schedules (request {t}); run them with the same options"
-            )
+        oracle_train, oracle_test = _shared_oracles(saved, t)
         if not oracle_train:  # no oracle scheduled at t: no reference distribution, no number (module docstring)
             result["backward_eps"].append(None)
             result["backward_rmia"].append(None)
             continue
-        if len(oracle_train) != len(chains):
-            raise ValueError(
-                f"{len(chains)} chains need {len(chains)} oracles per request (--oracle-seeds), got {len(oracle_train)}"
-            )
         references = list(zip(oracle_train, oracle_test, strict=True))
         method_train, method_test = [z.method["train"] for z in saved], [z.method["test"] for z in saved]
         retain = np.setdiff1d(np.arange(len(labels[0])), np.concatenate(forget[:t]))

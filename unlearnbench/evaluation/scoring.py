@@ -117,12 +117,18 @@ def stream_summary(rows: list[RequestRecord], rememorization_threshold: float = 
         summary["continual_forget_acc"] = method[-1]["forget_acc"]
         summary["forward_failure"] = method[-1]["forward_gain"]
     summary["forget_acc_auc"] = float(np.mean([scores["forget_acc"] for scores in method]))
+    summary |= _oracle_summary(rows, summary["forget_drift"])
+    return summary | _backward_summary(rows, rememorization_threshold)
+
+
+def _oracle_summary(rows: list[RequestRecord], forget_drift: float) -> dict:
+    """`stream_summary`'s numbers against the oracles, over the requests that have them."""
+    summary: dict = {}
     oracle = [row.oracle for row in rows]
     if oracle[-1]:
         summary["final_oracle"] = _without_history(oracle[-1])
     if oracle[0] and oracle[-1]:
-        oracle_drift = oracle[-1]["forget_acc"] - oracle[0]["forget_acc"]
-        summary["forget_drift_vs_oracle"] = summary["forget_drift"] - oracle_drift
+        summary["forget_drift_vs_oracle"] = forget_drift - (oracle[-1]["forget_acc"] - oracle[0]["forget_acc"])
     with_oracle = [row for row in rows if row.oracle]
     if with_oracle:
         summary["oracle_requests"] = len(with_oracle)
@@ -131,11 +137,19 @@ def stream_summary(rows: list[RequestRecord], rememorization_threshold: float = 
             summary["mean_gap_acc"] = float(np.mean([row.method["gap_acc"] for row in with_oracle]))
     if all(oracle):
         summary["forget_acc_auc_oracle"] = float(np.mean([scores["forget_acc"] for scores in oracle]))
+    return summary
+
+
+def _backward_summary(rows: list[RequestRecord], rememorization_threshold: float) -> dict:
+    """`stream_summary`'s backward failure (raw and against the oracle) and re-memorization events."""
+    method, oracle = [row.method for row in rows], [row.oracle for row in rows]
     pairs = [(t, s) for t in range(len(rows)) for s in range(t)]
     regressions = [method[t]["history"][s] - method[s]["history"][s] for t, s in pairs]
-    summary["backward_failure_max"] = max(regressions) if regressions else None
-    summary["backward_failure_mean"] = float(np.mean(regressions)) if regressions else None
-    if with_oracle and all(row.oracle.get("history") is not None for row in with_oracle):
+    summary = {
+        "backward_failure_max": max(regressions) if regressions else None,
+        "backward_failure_mean": float(np.mean(regressions)) if regressions else None,
+    }
+    if any(oracle) and all(row.oracle.get("history") is not None for row in rows if row.oracle):
         corrected = [method[t]["history"][s] - oracle[t]["history"][s] for t, s in pairs if oracle[t]]
         summary["backward_failure_vs_oracle_max"] = max(corrected) if corrected else None
         summary["backward_failure_vs_oracle_mean"] = float(np.mean(corrected)) if corrected else None
