@@ -103,6 +103,37 @@ def prepare_suite(suite: dict, reporter=None, out: Path | None = None, logger: s
     return runners
 
 
+def _run_cell(runner, i: int, cells: int, reporter, writes: bool) -> CellResult:
+    """Runs cell i of `cells`; a failure is recorded and reported, a signal stops the suite."""
+    config, position = runner.config, f"{i}/{cells}"
+    reporter.message(
+        f"suite cell {position}: {config.method} · {config.stream} · seed {config.seed} · {config.dataset}/{config.arch}"
+    )
+    start = time.perf_counter()
+    try:
+        with reporter.live():
+            result = runner.run()
+    except Interrupted as interrupt:  # SIGINT/SIGTERM: the suite stops, never reporting success
+        interrupt.where = f"cell {position}, {interrupt.where}"
+        raise
+    except Exception as error:  # a failing cell is recorded; the suite goes on
+        runner.run_logger.finish(failed=True)
+        message = f"{type(error).__name__}: {error}"
+        if writes and runner.run_dir.initialized():
+            runner.run_dir.write_error(message, traceback.format_exc())
+        reporter.message(f"[red]cell {i} failed:[/red] {message}")
+        return CellResult(config, runner.run_dir.path, "failed", time.perf_counter() - start, message)
+    if writes:
+        runner.run_dir.clear_error()
+    status = result.summary.status
+    if result.already_complete:
+        status = f"already {status}"
+    if result.stale_note():
+        status = f"{status}, method code changed"
+        print(f"unlearnbench: note: cell {i}: {result.stale_note()}", file=sys.stderr)
+    return CellResult(config, runner.run_dir.path, status, time.perf_counter() - start)
+
+
 def run_suite(
     suite: dict,
     reporter=None,
@@ -122,35 +153,8 @@ def run_suite(
     results: list[CellResult] = []
     trained = 0
     for i, runner in enumerate(runners, start=1):
-        config = runner.config
-        reporter.message(
-            f"suite cell {i}/{len(runners)}: {config.method} · {config.stream} · seed {config.seed} · "
-            f"{config.dataset}/{config.arch}"
-        )
-        start = time.perf_counter()
         try:
-            with reporter.live():
-                result = runner.run()
-        except Interrupted as interrupt:  # SIGINT/SIGTERM: the suite stops, never reporting success
-            interrupt.where = f"cell {i}/{len(runners)}, {interrupt.where}"
-            raise
-        except Exception as error:  # a failing cell is recorded; the suite goes on
-            runner.run_logger.finish(failed=True)
-            message = f"{type(error).__name__}: {error}"
-            if writes and runner.run_dir.initialized():
-                runner.run_dir.write_error(message, traceback.format_exc())
-            reporter.message(f"[red]cell {i} failed:[/red] {message}")
-            results.append(CellResult(config, runner.run_dir.path, "failed", time.perf_counter() - start, message))
-        else:
-            if writes:
-                runner.run_dir.clear_error()
-            status = result.summary.status
-            if result.already_complete:
-                status = f"already {status}"
-            if result.stale_note():
-                status = f"{status}, method code changed"
-                print(f"unlearnbench: note: cell {i}: {result.stale_note()}", file=sys.stderr)
-            results.append(CellResult(config, runner.run_dir.path, status, time.perf_counter() - start))
+            results.append(_run_cell(runner, i, len(runners), reporter, writes))
         finally:
             trained += runner.store.trained
     board = None
