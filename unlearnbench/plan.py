@@ -202,12 +202,8 @@ class GridConfig:
     config: RunConfig
 
 
-def suite_grid(suite: dict, out: Path | None = None, logger: str | None = None) -> list[GridConfig]:
-    """The grid in run order, each cell with its position; its schema checked, its cells not yet resolved."""
-    unknown = sorted(set(suite) - TOP_KEYS)
-    if unknown:
-        raise SuiteError(f"unknown suite key(s) {', '.join(unknown)}; valid: {', '.join(sorted(TOP_KEYS))}")
-    settings = _settings(suite.get("settings"), _options(suite.get("common"), "`common`"))
+def _seeds_and_chains(suite: dict) -> tuple[list[int], int]:
+    """The suite's `seeds` and its unlearning chains per seed (`unlearn_seeds`), checked."""
     seeds = suite.get("seeds", [0])
     if (
         not isinstance(seeds, list)
@@ -220,17 +216,31 @@ def suite_grid(suite: dict, out: Path | None = None, logger: str | None = None) 
     chains = suite.get("unlearn_seeds", 1)
     if not isinstance(chains, int) or isinstance(chains, bool) or chains < 1:
         raise SuiteError(f"`unlearn_seeds` must be a whole number >= 1 (unlearning chains per seed), got {chains!r}")
+    return seeds, chains
+
+
+def _check_leaderboard(board: Any) -> None:
+    """`leaderboard`: a folder (writable, found now rather than after every cell has run), false, or absent."""
+    if board is not None and board is not False and not isinstance(board, str):
+        raise SuiteError(f"`leaderboard` must be a folder, or false for none, got {board!r}")
+    if isinstance(board, str):
+        check_writable_directory(Path(board))
+
+
+def suite_grid(suite: dict, out: Path | None = None, logger: str | None = None) -> list[GridConfig]:
+    """The grid in run order, each cell with its position; its schema checked, its cells not yet resolved."""
+    unknown = sorted(set(suite) - TOP_KEYS)
+    if unknown:
+        raise SuiteError(f"unknown suite key(s) {', '.join(unknown)}; valid: {', '.join(sorted(TOP_KEYS))}")
+    settings = _settings(suite.get("settings"), _options(suite.get("common"), "`common`"))
+    seeds, chains = _seeds_and_chains(suite)
     if "methods" not in suite:
         raise SuiteError("a suite needs `methods`")
     methods = _methods(suite["methods"])
     streams = _streams(suite.get("streams"))
     out_dir = Path(out) if out is not None else Path(suite.get("out") or "runs")
     store = suite.get("store")
-    board = suite.get("leaderboard")
-    if board is not None and board is not False and not isinstance(board, str):
-        raise SuiteError(f"`leaderboard` must be a folder, or false for none, got {board!r}")
-    if isinstance(board, str):  # found now, not after every cell has run
-        check_writable_directory(Path(board))
+    _check_leaderboard(suite.get("leaderboard"))
     cells = []
     for k, setting in enumerate(settings, start=1):
         hardware = Hardware(**{key: setting[key] for key in HARDWARE_KEYS if key in setting})
