@@ -1,4 +1,4 @@
-"""Adversarial examples that methods build from the forget set (Boundary Shrink's FGSM, L2UL's L2 PGD)."""
+"""Adversarial inputs that methods build against the model (Boundary Shrink's FGSM, L2UL's L2 PGD, UNSIR's noise)."""
 
 from __future__ import annotations
 
@@ -35,3 +35,14 @@ def targeted_l2_pgd(model: nn.Module, x: Tensor, target: Tensor, eps: float, ste
         grad_norm = grad.flatten(1).norm(dim=1).clamp(min=1e-12).view(-1, *[1] * (x.dim() - 1))
         delta = project(delta.detach() - step * grad / grad_norm, eps)
     return (x + delta).detach()
+
+
+def error_maximizing_noise(model: nn.Module, labels: Tensor, shape: tuple, steps: int, lr: float, l2: float) -> Tensor:
+    """One image per label, from N(0, 1), by Adam steps on −CE(f(N), labels) + l2·mean_i ‖N_i‖² (model fixed)."""
+    noise = torch.randn(len(labels), *shape, device=labels.device, requires_grad=True)
+    optimizer = torch.optim.Adam([noise], lr=lr)
+    for _ in range(steps):
+        loss = -F.cross_entropy(model(noise), labels) + l2 * noise.pow(2).flatten(1).sum(1).mean()
+        (noise.grad,) = torch.autograd.grad(loss, noise)
+        optimizer.step()
+    return noise.detach()

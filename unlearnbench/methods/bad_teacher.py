@@ -6,7 +6,7 @@ import torch
 from torch import Tensor
 
 from unlearnbench.data.base import Batch
-from unlearnbench.methods.base import AdamOptimizer, GradientMethod, SGDSettings
+from unlearnbench.methods.base import AdamOptimizer, GradientMethod, SGDSettings, samples_in
 from unlearnbench.methods.distill import Teacher, distill_kl, reinitialized
 from unlearnbench.ranges import FRACTION, POSITIVE, ranges
 from unlearnbench.registry import METHODS
@@ -54,16 +54,14 @@ class BadTeacher(AdamOptimizer, GradientMethod):
         self.retain_sample = torch.zeros(0, dtype=torch.long)
 
     def prepare(self, request: UnlearningRequest, data: StreamView) -> None:
-        self.competent = Teacher(self.model)
-        self.incompetent = Teacher(reinitialized(self.model))
+        self.competent, self.incompetent = Teacher(self.model), Teacher(reinitialized(self.model))
         keep = int(self.hparams.retain_fraction * len(request.retain))
         self.retain_sample = torch.as_tensor(request.retain)[torch.randperm(len(request.retain))[:keep]]
 
     def loss(self, batch: dict[str, Batch]) -> Tensor:
-        forget, retain = batch["forget"], batch["retain"]
-        sampled = torch.isin(retain.idx, self.retain_sample.to(retain.idx.device))
-        x = torch.cat([forget.x, retain.x[sampled]])
+        forget, retain = batch["forget"], samples_in(batch["retain"], self.retain_sample)
+        x = torch.cat([forget.x, retain.x])
         if not len(x):  # a last mixed batch of unsampled retain samples only: nothing to learn
             return torch.zeros((), device=x.device, requires_grad=True)
-        target = torch.cat([self.incompetent(forget.x), self.competent(retain.x[sampled])])
+        target = torch.cat([self.incompetent(forget.x), self.competent(retain.x)])
         return distill_kl(self(x), target, self.hparams.temperature, t_squared=False)

@@ -177,8 +177,34 @@ class GradientMethod(UnlearningMethod):
     def unlearn(self, fit: Callable[[int], None]) -> None:
         fit(self.optim.epochs)
 
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(
+            [p for p in self.model.parameters() if p.requires_grad],
+            lr=self.optim.lr,
+            momentum=self.optim.momentum,
+            weight_decay=self.optim.weight_decay,
+        )
+
+
+class PairedManualMethod(GradientMethod):
+    """A `GradientMethod` on paired forget/retain batches that takes its optimizer steps itself (SCRUB, MUNBa, SFR-on).
+
+    Its `training_step` calls `manual_step`, as often per batch as it needs. Paired batches cycle the shorter set, so
+    of an epoch's steps only the first `forget_batches` (set by `prepare`) see a forget batch not seen before in it.
+    """
+
+    batch_mode = BatchMode.PAIRED
+
+    def __init__(self, optim: SGDSettings = SGDSettings()):
+        super().__init__(optim=optim)
+        self.automatic_optimization = False
+        self.forget_batches = 0
+
+    def prepare(self, request: UnlearningRequest, data: StreamView) -> None:
+        self.forget_batches = batches_in(len(request.forget), self.batch_size)
+
     def manual_step(self, loss: Tensor, adjust_gradients: Callable[[], None] | None = None) -> None:
-        """One optimizer step on `loss`, for a method with `automatic_optimization = False`.
+        """One optimizer step on `loss`, with Lightning's automatic optimization off.
 
         `adjust_gradients()` runs between the backward pass and the step (a mask, a clip).
         """
@@ -188,14 +214,6 @@ class GradientMethod(UnlearningMethod):
         if adjust_gradients is not None:
             adjust_gradients()
         optimizer.step()
-
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.SGD(
-            [p for p in self.model.parameters() if p.requires_grad],
-            lr=self.optim.lr,
-            momentum=self.optim.momentum,
-            weight_decay=self.optim.weight_decay,
-        )
 
 
 def method_arguments(cls: type, flat: Mapping[str, object]) -> dict:
@@ -331,6 +349,12 @@ def one_of(name: str, value, choices: Collection):
 def batches_in(samples: int, batch_size: int) -> int:
     """How many batches of `batch_size` hold `samples` (the last one may be short)."""
     return -(-samples // batch_size)
+
+
+def samples_in(batch: Batch, indices: Tensor) -> Batch:
+    """The samples of `batch` whose index is one of `indices` (a subset a method trains on: Bad Teacher, RUM)."""
+    keep = torch.isin(batch.idx, indices.to(batch.idx.device))
+    return Batch(batch.x[keep], batch.y[keep], batch.idx[keep])
 
 
 def random_labels(labels: Tensor, num_classes: int, exclude_true: bool) -> Tensor:

@@ -7,10 +7,9 @@ from torch import Tensor
 
 from unlearnbench.data.base import Batch
 from unlearnbench.methods.base import GradientMethod, SGDSettings
-from unlearnbench.methods.distill import Teacher
+from unlearnbench.methods.distill import KeepsTeacher
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import Float, Int, space
-from unlearnbench.streams.base import StreamView, UnlearningRequest
 from unlearnbench.streams.batches import BatchMode
 
 
@@ -22,7 +21,7 @@ def masked_target(teacher_logits: Tensor, labels: Tensor) -> Tensor:
 
 
 @METHODS.register("delete")
-class Delete(GradientMethod):
+class Delete(KeepsTeacher, GradientMethod):
     """DELETE: KL to the pre-request model's masked softmax on forget only (Zhou et al., CVPR 2025).
 
     "Decoupled Distillation to Erase": the teacher is a frozen copy of the model before the request; the target is its
@@ -41,10 +40,6 @@ class Delete(GradientMethod):
         optim: SGDSettings = SGDSettings(lr=1e-3, epochs=20, batch_size=128, weight_decay=0.0),
     ):
         super().__init__(optim=optim)
-        self.teacher: Teacher | None = None
-
-    def prepare(self, request: UnlearningRequest, data: StreamView) -> None:
-        self.teacher = Teacher(self.model)
 
     def loss(self, batch: dict[str, Batch]) -> Tensor:
         forget = batch["forget"]

@@ -1,4 +1,4 @@
-"""Shared pieces of the distillation-based methods (SCRUB, Bad Teacher, DELETE)."""
+"""Shared pieces of the distillation-based methods (SCRUB, Bad Teacher, DELETE, SCAR)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import copy
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from unlearnbench.streams.base import StreamView, UnlearningRequest
 
 
 class Teacher:
@@ -23,6 +25,16 @@ class Teacher:
     @torch.no_grad()
     def __call__(self, x: Tensor) -> Tensor:
         return self.module.to(x.device)(x)
+
+
+class KeepsTeacher:
+    """Mixin: `self.teacher`, a `Teacher` of the model as the request found it, made in `prepare` (SCRUB, SCAR, DELETE)."""
+
+    teacher: Teacher | None = None
+
+    def prepare(self, request: UnlearningRequest, data: StreamView) -> None:
+        super().prepare(request, data)
+        self.teacher = Teacher(self.model)
 
 
 def reinitialized(model: nn.Module) -> nn.Module:

@@ -1,4 +1,5 @@
-"""Shared pieces of the methods that read gradients instead of following them (Fisher, IU, SSD, SalUn's mask).
+"""Shared pieces of the methods that read gradients instead of following them (Fisher, IU, SSD, SalUn's mask,
+MUNBa's bargaining weights).
 
 Per-sample gradients come from `torch.func` (`vmap` of `grad` over a `functional_call`), one
 batched pass instead of one backward pass per sample, as the reference code does. The model must
@@ -123,3 +124,19 @@ def inverse_fisher_product(grads: Tensor, v: Tensor, n: int) -> Tensor:
     system = n * torch.eye(len(grads), dtype=torch.float64, device=grads.device) + gram
     coefficients = torch.linalg.solve(system, (grads @ v).double())
     return v - grads.T @ coefficients.to(grads.dtype)
+
+
+def nash_bargaining(g_r: Tensor, g_f: Tensor, eps: float = 1e-8) -> tuple[float, float] | None:
+    """Nash bargaining: α > 0 with Gα = 1/α for G the Gram matrix of (g_r, g_f), closed form; None if not both > 0.
+
+    With g1 = ‖g_r‖², g2 = ⟨g_r, g_f⟩, g3 = ‖g_f‖² (in float64; ε as in MUNBa's reference):
+    α1 = sqrt((g1·g3 − g2·sqrt(g1·g3)) / (g1²·g3 − g1·g2² + ε)), α2 = (1 − g1·α1²) / (g2·α1 + ε).
+    In exact arithmetic α = (1/sqrt(g1·(1+c)), 1/sqrt(g3·(1+c))) with c the gradients' cosine, so
+    it fails (zero, negative or NaN) only for parallel gradients, orthogonal ones (when ε is
+    negligible against the norms) and non-finite values.
+    """
+    g1, g2, g3 = torch.stack([g_r @ g_r, g_r @ g_f, g_f @ g_f]).double()
+    alpha1 = torch.sqrt((g1 * g3 - g2 * torch.sqrt(g1 * g3)) / (g1 * g1 * g3 - g1 * g2 * g2 + eps))
+    alpha2 = (1 - g1 * alpha1 * alpha1) / (g2 * alpha1 + eps)
+    alpha1, alpha2 = alpha1.item(), alpha2.item()
+    return (alpha1, alpha2) if alpha1 > 0 and alpha2 > 0 else None

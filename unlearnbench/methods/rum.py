@@ -17,6 +17,7 @@ from unlearnbench.methods.base import (
     evaluating,
     flat_arguments,
     method_arguments,
+    samples_in,
 )
 from unlearnbench.methods.gradients import on_device
 from unlearnbench.registry import METHODS
@@ -110,9 +111,7 @@ class RUM(UnlearningMethod):
         self.current.trainer = self.trainer
 
     def loss(self, batch: dict[str, Batch]) -> Tensor:
-        forget = batch["forget"]
-        mine = torch.isin(forget.idx, self.subset.to(forget.idx.device))
-        return self.current.loss({**batch, "forget": Batch(forget.x[mine], forget.y[mine], forget.idx[mine])})
+        return self.current.loss({**batch, "forget": samples_in(batch["forget"], self.subset)})
 
     def after_step(self) -> None:
         self.current.after_step()

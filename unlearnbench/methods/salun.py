@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from unlearnbench.methods.base import SGDSettings, evaluating
 from unlearnbench.methods.gradients import accumulated_gradients, on_device
+from unlearnbench.methods.masks import hold_outside_, top_fraction
 from unlearnbench.methods.rl import RandomLabel
 from unlearnbench.ranges import FRACTION, ranges
 from unlearnbench.registry import METHODS
@@ -21,13 +22,12 @@ class SalUn(RandomLabel):
     """SalUn: RL on the top-`ratio` salient weights (Fan et al., "SalUn", ICLR 2024).
 
     Compared against OPTML-Group/Unlearn-Saliency at a6e89fd (2026-02-28). The mask is computed once per request from
-    the current model in eval mode: the gradient of −CE summed over the forget set, thresholded globally (over all
-    parameters) at its top `ratio` magnitudes, as in `Classification/generate_mask.py` (ratio 0.5; ties at the threshold
-    are all kept here, where the reference breaks them by sort order). Training is RL's (`Classification/unlearn/RL.py`,
-    same defaults and `batches` order, see `RandomLabel`) with the gradient masked; after every step the masked-out
-    weights are restored and their momentum zeroed, so they and their optimizer state stay exactly fixed, as the
-    reference does since a6e89fd ("Fix weight decay"; before it only the gradient was masked, and weight decay and
-    momentum still moved masked-out weights).
+    the model in eval mode: the gradient of −CE summed over the forget set, thresholded globally at its top `ratio`
+    magnitudes, as in `Classification/generate_mask.py` (ratio 0.5; ties at the threshold are all kept here, where the
+    reference breaks them by sort order). Training is RL's (`Classification/unlearn/RL.py`, same defaults and `batches`
+    order, see `RandomLabel`) with the gradient masked; after every step the masked-out weights are restored and their
+    momentum zeroed, so they and their optimizer state stay exactly fixed, as the reference does since a6e89fd ("Fix
+    weight decay"; before it only the gradient was masked, and weight decay and momentum still moved masked-out weights).
 
     Args:
         ratio: share of the weights (largest forget-gradient magnitudes) that training may change.
@@ -48,24 +48,13 @@ class SalUn(RandomLabel):
         self.frozen_values: dict[str, torch.Tensor] = {}
 
     def prepare(self, request: UnlearningRequest, data: StreamView) -> None:
-        model, device = self.model, self.device
-        batches = on_device(data.loader("forget"), device)
+        model, batches = self.model, on_device(data.loader("forget"), self.device)
         with evaluating(model):
             gradients, _ = accumulated_gradients(
                 model, batches, lambda b: -F.cross_entropy(model(b.x), b.y, reduction="sum")
             )
-        magnitudes = torch.cat([g.abs().flatten() for g in gradients.values()])
-        keep = max(1, int(self.hparams.ratio * magnitudes.numel()))
-        threshold = torch.topk(magnitudes, keep, sorted=True).values[-1]
-        self.masks = {name: g.abs() >= threshold for name, g in gradients.items()}
+        self.masks = top_fraction(gradients, self.hparams.ratio)
         self.frozen_values = {name: p.detach().clone() for name, p in model.named_parameters()}
 
     def after_step(self) -> None:
-        optimizer = self.optimizers().optimizer
-        with torch.no_grad():
-            for name, p in self.model.named_parameters():
-                mask = self.masks[name]
-                p.copy_(torch.where(mask, p, self.frozen_values[name]))
-                buffer = optimizer.state.get(p, {}).get("momentum_buffer")
-                if buffer is not None:
-                    buffer.mul_(mask)
+        hold_outside_(self.model, self.masks, self.frozen_values, self.optimizers().optimizer)

@@ -8,7 +8,7 @@ from torch import Tensor
 
 from unlearnbench.data.base import Batch
 from unlearnbench.methods.base import AdamOptimizer, GradientMethod, SGDSettings, evaluating
-from unlearnbench.methods.distill import Teacher
+from unlearnbench.methods.distill import KeepsTeacher
 from unlearnbench.methods.gradients import on_device
 from unlearnbench.methods.mahalanobis import ClassGaussians, surrogate_images
 from unlearnbench.models.head import penultimate
@@ -20,7 +20,7 @@ from unlearnbench.streams.batches import BatchMode
 
 
 @METHODS.register("scar")
-class SCAR(AdamOptimizer, GradientMethod):
+class SCAR(KeepsTeacher, AdamOptimizer, GradientMethod):
     """SCAR: Mahalanobis pull of forget embeddings to the nearest other class + KL distillation on surrogate data (Bonato et al., ECCV 2024).
 
     "Is Retain Set All You Need in Machine Unlearning? Restoring Performance of Unlearned Models with
@@ -80,15 +80,14 @@ class SCAR(AdamOptimizer, GradientMethod):
         optim: SGDSettings = SGDSettings(lr=5e-4, epochs=6, batch_size=128, weight_decay=0.0),
     ):
         super().__init__(optim=optim)
-        self.teacher: Teacher | None = None
         self.surrogate = self.target_of = torch.zeros(0)
         self.gaussians: ClassGaussians | None = None
         self.forget_classes: list[int] = []
 
     @torch.no_grad()
     def prepare(self, request: UnlearningRequest, data: StreamView) -> None:
+        super().prepare(request, data)
         h, model, device = self.hparams, self.model, self.device
-        self.teacher = Teacher(model)
         self.forget_classes = list(request.forget_classes or ())
         self.target_of = torch.full((int(request.forget.max()) + 1,), -1, dtype=torch.long, device=device)
         with evaluating(model):

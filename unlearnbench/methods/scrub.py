@@ -6,28 +6,24 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from unlearnbench.data.base import Batch
-from unlearnbench.methods.base import GradientMethod, SGDSettings, batches_in
-from unlearnbench.methods.distill import Teacher, distill_kl
+from unlearnbench.methods.base import PairedManualMethod, SGDSettings
+from unlearnbench.methods.distill import KeepsTeacher, distill_kl
 from unlearnbench.ranges import NON_NEGATIVE, POSITIVE, ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import GRADIENT_SPACE, Float, Int, space
-from unlearnbench.streams.base import StreamView, UnlearningRequest
-from unlearnbench.streams.batches import BatchMode
 
 
 @METHODS.register("scrub")
-class SCRUB(GradientMethod):
-    """SCRUB: max-steps on forget, min-steps on retain against a frozen teacher (Kurmanji et al., NeurIPS 2023).
+class SCRUB(KeepsTeacher, PairedManualMethod):
+    """SCRUB: max-steps on forget, min-steps on retain against the pre-request model (Kurmanji et al., NeurIPS 2023).
 
-    "Towards Unbounded Machine Unlearning". The teacher is the model before the request. A max-step maximizes KL(teacher
-    ‖ student) at temperature T on a forget batch; a min-step minimizes γ·CE + α·KL on a retain batch; max-steps happen
-    only in the first `msteps` epochs. Compared against meghdadk/SCRUB at 98ffb11 (2024-08-17),
-    `large_scale_unlearning.ipynb`: T = 4, msteps = 2, γ = 0.99, α = 0.001, 3 epochs, SGD lr 5e-4, momentum 0.9,
-    weight decay 5e-4 (its lr decay epochs 3, 5, 9 never trigger in 3 epochs). Where we differ: the reference runs a
-    whole forget pass (batch 512), then a whole retain pass (batch 256) per epoch (its `sgda_batch_size` 128 and
-    `del_batch_size` 32 are set but unused); here one batch size (128) serves both and each of the first ⌈|F|/batch⌉
-    steps of an epoch does a max-step then a min-step (the SGDA reading of the paper). Its unused SWA smoothing
-    (`smoothing = 0`) is left out.
+    "Towards Unbounded Machine Unlearning". A max-step (in the first `msteps` epochs) maximizes KL(teacher ‖ student) at
+    temperature T on a forget batch, a min-step minimizes γ·CE + α·KL on a retain batch. Compared against meghdadk/SCRUB
+    at 98ffb11 (2024-08-17), `large_scale_unlearning.ipynb`: T = 4, msteps = 2, γ = 0.99, α = 0.001, 3 epochs, SGD lr
+    5e-4, momentum 0.9, weight decay 5e-4 (lr decay at epochs 3, 5, 9 never triggers), SWA off (`smoothing = 0`). Where
+    we differ: per epoch it runs a forget pass (batch 512), then a retain pass (batch 256; `sgda_batch_size` 128 and
+    `del_batch_size` 32 are unused); here one batch size (128) serves both, and an epoch's first ⌈|F|/batch⌉ steps each
+    do a max-step then a min-step (the paper's SGDA reading).
 
     Args:
         temperature: KL temperature T.
@@ -36,7 +32,6 @@ class SCRUB(GradientMethod):
         alpha: weight α of KL in a min-step.
     """
 
-    batch_mode = BatchMode.PAIRED
     search_space = space(
         GRADIENT_SPACE,
         epochs=Int(1, 5),
@@ -56,21 +51,12 @@ class SCRUB(GradientMethod):
         optim: SGDSettings = SGDSettings(lr=5e-4, epochs=3, batch_size=128),
     ):
         super().__init__(optim=optim)
-        self.automatic_optimization = False
-        self.teacher: Teacher | None = None
-        self.forget_batches = 0
-
-    def prepare(self, request: UnlearningRequest, data: StreamView) -> None:
-        self.teacher = Teacher(self.model)
-        self.forget_batches = batches_in(len(request.forget), self.batch_size)
 
     def training_step(self, batch: dict[str, Batch], batch_idx: int) -> Tensor:
         forget, retain, h = batch["forget"], batch["retain"], self.hparams
         if self.current_epoch < h.msteps and batch_idx < self.forget_batches:
             self.manual_step(-distill_kl(self(forget.x), self.teacher(forget.x), h.temperature))
-        logits = self(retain.x)
-        loss = h.gamma * F.cross_entropy(logits, retain.y) + h.alpha * distill_kl(
-            logits, self.teacher(retain.x), h.temperature
-        )
+        logits, target = self(retain.x), self.teacher(retain.x)
+        loss = h.gamma * F.cross_entropy(logits, retain.y) + h.alpha * distill_kl(logits, target, h.temperature)
         self.manual_step(loss)
         return loss

@@ -9,25 +9,18 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from unlearnbench.data.base import Batch
-from unlearnbench.methods.base import GradientMethod, SGDSettings, evaluating
+from unlearnbench.methods.base import PairedManualMethod, SGDSettings, evaluating
 from unlearnbench.methods.gradients import importances, on_device
 from unlearnbench.methods.losses import adaptive_ce
+from unlearnbench.methods.masks import mask_gradients_, saliency_mask
 from unlearnbench.ranges import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, PROBABILITY, ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import GRADIENT_SPACE, Float, space
 from unlearnbench.streams.base import StreamView, UnlearningRequest
-from unlearnbench.streams.batches import BatchMode
-
-
-def saliency_mask(
-    forget_fisher: dict[str, Tensor], retain_fisher: dict[str, Tensor], gamma: float
-) -> dict[str, Tensor]:
-    """(F_f + ε) / (F_r + ε) ≥ γ: weights that matter more to forget than to retain."""
-    return {n: (forget_fisher[n] + 1e-15) / (retain_fisher[n] + 1e-15) >= gamma for n in forget_fisher}
 
 
 @METHODS.register("sfron")
-class SFRon(GradientMethod):
+class SFRon(PairedManualMethod):
     """SFR-on: saliency forgetting in the remain-preserving manifold, online (Huang et al., NeurIPS 2024).
 
     "Unified Gradient-Based Machine Unlearning with Remain Geometry Enhancement". Defaults are the CIFAR-10 setting of
@@ -50,8 +43,6 @@ class SFRon(GradientMethod):
         ema_beta: fast-slow weight β (1: off).
     """
 
-    batch_mode = BatchMode.PAIRED
-
     search_space = space(GRADIENT_SPACE, forget_alpha=Float(1.0, 100.0, log=True), lambd=Float(0.05, 5.0, log=True))
     valid_ranges = ranges(
         forget_alpha=NON_NEGATIVE,
@@ -73,10 +64,10 @@ class SFRon(GradientMethod):
         optim: SGDSettings = SGDSettings(epochs=4, batch_size=128),
     ):
         super().__init__(optim=optim)
-        self.automatic_optimization = False
         self.mask: dict[str, Tensor] = {}
 
     def prepare(self, request: UnlearningRequest, data: StreamView) -> None:
+        super().prepare(request, data)
         with evaluating(self.model) as model:
             fisher = {
                 which: importances(model, on_device(data.loader(which, batch_size=self.batch_size), self.device))
@@ -103,9 +94,7 @@ class SFRon(GradientMethod):
         return loss
 
     def masked_and_clipped(self, params: list[Tensor]) -> None:
-        for name, p in self.model.named_parameters():
-            if p.grad is not None:
-                p.grad.mul_(self.mask[name])
+        mask_gradients_(self.model, self.mask)
         torch.nn.utils.clip_grad_norm_(params, self.hparams.max_norm)
 
     def configure_optimizers(self):

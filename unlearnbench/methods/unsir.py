@@ -6,26 +6,16 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
 from unlearnbench.data.base import Batch
+from unlearnbench.methods.adversarial import error_maximizing_noise
 from unlearnbench.methods.base import AdamOptimizer, GradientMethod, SGDSettings
 from unlearnbench.ranges import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import Float, Int, space
 from unlearnbench.streams.base import StreamView, UnlearningRequest
 from unlearnbench.streams.batches import BatchMode
-
-
-def error_maximizing_noise(model: nn.Module, labels: Tensor, shape: tuple, steps: int, lr: float, l2: float) -> Tensor:
-    """One image per label, from N(0, 1), by Adam steps on −CE(f(N), labels) + l2·mean_i ‖N_i‖² (model fixed)."""
-    noise = torch.randn(len(labels), *shape, device=labels.device, requires_grad=True)
-    optimizer = torch.optim.Adam([noise], lr=lr)
-    for _ in range(steps):
-        loss = -F.cross_entropy(model(noise), labels) + l2 * noise.pow(2).flatten(1).sum(1).mean()
-        (noise.grad,) = torch.autograd.grad(loss, noise)
-        optimizer.step()
-    return noise.detach()
 
 
 @METHODS.register("unsir")

@@ -1,0 +1,43 @@
+"""Weight masks of the saliency methods (SalUn, SFR-on): which weights training may change, and holding the rest.
+
+Both score every weight on the forget set, keep those past a threshold, and confine training to them: SalUn
+restores the others (and their momentum) after every step, SFR-on masks its forget step's gradient.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+
+def top_fraction(scores: dict[str, Tensor], ratio: float) -> dict[str, Tensor]:
+    """True for the weights whose |score| is among the top `ratio` of all weights (one global threshold, ties kept)."""
+    magnitudes = torch.cat([g.abs().flatten() for g in scores.values()])
+    keep = max(1, int(ratio * magnitudes.numel()))
+    threshold = torch.topk(magnitudes, keep, sorted=True).values[-1]
+    return {name: g.abs() >= threshold for name, g in scores.items()}
+
+
+def saliency_mask(
+    forget_fisher: dict[str, Tensor], retain_fisher: dict[str, Tensor], gamma: float
+) -> dict[str, Tensor]:
+    """(F_f + ε) / (F_r + ε) ≥ γ: weights that matter more to forget than to retain."""
+    return {n: (forget_fisher[n] + 1e-15) / (retain_fisher[n] + 1e-15) >= gamma for n in forget_fisher}
+
+
+@torch.no_grad()
+def hold_outside_(model: nn.Module, masks: dict[str, Tensor], values: dict[str, Tensor], optimizer) -> None:
+    """Weights outside `masks` back to `values`, their SGD momentum zeroed: they and their optimizer state stay fixed."""
+    for name, p in model.named_parameters():
+        mask = masks[name]
+        p.copy_(torch.where(mask, p, values[name]))
+        buffer = optimizer.state.get(p, {}).get("momentum_buffer")
+        if buffer is not None:
+            buffer.mul_(mask)
+
+
+def mask_gradients_(model: nn.Module, masks: dict[str, Tensor]) -> None:
+    """Gradients outside `masks` set to zero."""
+    for name, p in model.named_parameters():
+        if p.grad is not None:
+            p.grad.mul_(masks[name])
