@@ -250,6 +250,30 @@ class Runner:
             mia_protocol=self.config.mia_protocol,
         ) | request_phi(logits, self.train_labels, self.test_labels, request)
 
+    def score_request(
+        self, request: Request, method_logits: EvalLogits, oracle_logits: list[EvalLogits]
+    ) -> tuple[dict, dict, dict | None]:
+        """Request t's scores from its logits: the method's `score`, the method's keys against the first oracle
+        (gaps, attack, privacy; empty without oracles) and that oracle's scores (None without one).
+
+        The one owner of what scoring a request is: the runner's rows and the bare baseline of
+        benchmarks/perf.py (P1b) both call it, so that row times the runner's orchestration, not the
+        metrics (P2 times those). A row puts the runner's timings between the first two parts.
+        """
+        scores = self.score(method_logits, request)
+        if not oracle_logits:
+            return scores, {}, None
+        labels = self.train_labels, self.test_labels
+        oracle = self.score(oracle_logits[0], request)
+        versus = {"gap": avg_gap(scores, oracle), "gap_acc": avg_gap(scores, oracle, gap_keys(GAP_ACC))}
+        method_attack, oracle_attack = request_attack(method_logits, oracle_logits[0], *labels, request)
+        versus |= method_attack
+        oracle |= oracle_attack
+        method_privacy, oracle_privacy = request_privacy(
+            method_logits, oracle_logits, scores | versus, oracle, *labels, request
+        )
+        return scores, versus | method_privacy, oracle | oracle_privacy
+
     def serve(self, request: Request) -> dict:
         """Prepare and unlearn request t with the continual method; returns the timings and update norm."""
         label = f"unlearning {request.t}/{self.stream.num_requests}"
@@ -452,12 +476,14 @@ class Runner:
         (every node), the scores against them and persistence (leader)."""
         config, t, leader = self.config, request.t, self.nodes.leader
         method_logits = self.logits(self.method) if leader else None
-        scores = self.score(method_logits, request) if leader else None
         oracle_logits = []
         for k in range(config.oracle_seeds if config.oracle_at(t) else 0):
             oracle = self.oracle(request, k)
             if leader:
                 oracle_logits.append(self.logits(oracle))
+        scores, versus, oracle_scores = (
+            self.score_request(request, method_logits, oracle_logits) if leader else [None] * 3
+        )
         single_shot = None
         if config.single_shot_at(t):
             continual = (
@@ -466,20 +492,7 @@ class Runner:
             single_shot = self.single_shot(request, continual)
         if not leader:
             return
-        method_scores = scores | timings | self.geometry.record(t, *self.last_update)
-        oracle_scores = None
-        if oracle_logits:
-            oracle_scores = self.score(oracle_logits[0], request)
-            method_scores["gap"] = avg_gap(method_scores, oracle_scores)
-            method_scores["gap_acc"] = avg_gap(method_scores, oracle_scores, gap_keys(GAP_ACC))
-            attack = request_attack(method_logits, oracle_logits[0], self.train_labels, self.test_labels, request)
-            method_scores.update(attack[0])
-            oracle_scores.update(attack[1])
-            privacy = request_privacy(
-                method_logits, oracle_logits, method_scores, oracle_scores, self.train_labels, self.test_labels, request
-            )
-            method_scores.update(privacy[0])
-            oracle_scores.update(privacy[1])
+        method_scores = scores | timings | self.geometry.record(t, *self.last_update) | versus
         if single_shot is not None:
             method_scores["forward_gain"] = forward_gain(method_scores, single_shot)
         row = RequestRecord(t, "ok", request.forget_classes, method_scores, oracle_scores, single_shot)
