@@ -87,9 +87,7 @@ STILL_LONG = {
     "continual_loft",
     "l2ul",
     "loft",
-    "rum",
     "scar",
-    "scrub",
     "sfron",
     "unsir",
 }

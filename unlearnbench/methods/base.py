@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, fields, is_dataclass, replace
 from typing import ClassVar
 
 import lightning as L
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -27,8 +28,9 @@ from unlearnbench.data.base import Batch
 from unlearnbench.errors import ConfigError
 from unlearnbench.methods.gradients import on_device
 from unlearnbench.ranges import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Range, groups, ranges
+from unlearnbench.registry import METHODS
 from unlearnbench.search_space import Distribution
-from unlearnbench.streams.base import StreamView, UnlearningRequest
+from unlearnbench.streams.base import NarrowedView, StreamView, UnlearningRequest
 from unlearnbench.streams.batches import BatchMode
 
 
@@ -203,8 +205,8 @@ class PairedManualMethod(GradientMethod):
     def prepare(self, request: UnlearningRequest, data: StreamView) -> None:
         self.forget_batches = batches_in(len(request.forget), self.batch_size)
 
-    def manual_step(self, loss: Tensor, adjust_gradients: Callable[[], None] | None = None) -> None:
-        """One optimizer step on `loss`, with Lightning's automatic optimization off.
+    def manual_step(self, loss: Tensor, adjust_gradients: Callable[[], None] | None = None) -> Tensor:
+        """One optimizer step on `loss`, with Lightning's automatic optimization off; returns `loss`.
 
         `adjust_gradients()` runs between the backward pass and the step (a mask, a clip).
         """
@@ -214,6 +216,78 @@ class PairedManualMethod(GradientMethod):
         if adjust_gradients is not None:
             adjust_gradients()
         optimizer.step()
+        return loss
+
+
+#: A stage name that leaves its part of the forget set alone (RUM's `none`).
+NO_STAGE = "none"
+
+
+def stage_method(owner: str, name: str, args: Mapping[str, object]) -> GradientMethod | None:
+    """The registered method `name` built from `args` over its defaults, as a stage of `owner` (`NO_STAGE`: None).
+
+    A stage sees the request's mixed batches with only its own part's forget samples in them, so it must train by
+    gradient on retain or mixed batches; anything else is a ValueError.
+    """
+    if name == NO_STAGE:
+        return None
+    cls = METHODS.get(name)
+    if not issubclass(cls, GradientMethod) or cls.batch_mode not in (BatchMode.RETAIN, BatchMode.MIXED):
+        raise ValueError(
+            f"{owner} stage {name!r} must train by gradient on retain or mixed batches (e.g. finetune, salun)"
+        )
+    check_method_arguments(name, cls, args)
+    return cls(**method_arguments(cls, flat_arguments(cls, args)))
+
+
+class StagedMethod(UnlearningMethod):
+    """A method that serves a request by registered gradient methods in turn, each on its own part of the forget set (RUM).
+
+    `stages` holds a `stage_method` per part (None: the part is left alone) and `subsets` (set by the subclass's
+    `prepare`) each part's forget indices, in order. The request's batches are mixed forget ∪ retain, built once; stage
+    k sees only part k's forget samples in them, starting from the model stage k − 1 left. A stage's own `prepare`
+    runs inside `unlearn`, after the previous stage, so it is timed in rte_s, not prepare_s.
+    """
+
+    batch_mode = BatchMode.MIXED
+
+    def __init__(self):
+        super().__init__()
+        self.stages: tuple[GradientMethod | None, ...] = ()
+        self.subsets: list[np.ndarray] = []
+        self.current: GradientMethod | None = None
+        self.subset = torch.zeros(0, dtype=torch.long)
+
+    def attach(self, model: nn.Module, num_classes: int) -> StagedMethod:
+        for stage in self.stages:
+            if stage is not None:
+                stage.attach(model, num_classes)
+        return super().attach(model, num_classes)
+
+    def prepare(self, request: UnlearningRequest, data: StreamView) -> None:
+        self.request, self.data = request, data
+
+    def unlearn(self, fit: Callable[[int], None]) -> None:
+        for subset, stage in zip(self.subsets, self.stages, strict=True):
+            if stage is None or not len(subset):
+                continue
+            self.current, self.subset = stage.to(self.device), torch.as_tensor(subset)
+            stage.prepare(replace(self.request, forget=subset), NarrowedView(self.data, subset))
+            fit(stage.optim.epochs)
+        self.current = None
+
+    def on_train_start(self) -> None:
+        super().on_train_start()
+        self.current.trainer = self.trainer
+
+    def loss(self, batch: dict[str, Batch]) -> Tensor:
+        return self.current.loss({**batch, "forget": samples_in(batch["forget"], self.subset)})
+
+    def after_step(self) -> None:
+        self.current.after_step()
+
+    def configure_optimizers(self):
+        return self.current.configure_optimizers()
 
 
 def method_arguments(cls: type, flat: Mapping[str, object]) -> dict:

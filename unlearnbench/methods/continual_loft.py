@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-import torch
 from torch import Tensor
 
 from unlearnbench.methods.base import one_of
 from unlearnbench.methods.loft import LOFT
-from unlearnbench.methods.subspace import Moments, pooled
+from unlearnbench.methods.subspace import Moments, history_from_state, history_state, history_terms
 from unlearnbench.ranges import NON_NEGATIVE, ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import Categorical, Float, space
@@ -62,28 +61,14 @@ class ContinualLOFT(LOFT):
     def forget_terms(self, t: int, forget: Moments) -> list[tuple[float, Tensor]]:
         self.past = {s: m for s, m in self.past.items() if s < t} | {t: forget}
         earlier = [self.past[s] for s in sorted(self.past) if s < t]
-        device = forget.cov.device
-        if self.hparams.history == "pooled":
-            return [(1.0, pooled([*(m.to(device) for m in earlier), forget]).cov)]
-        weight = self.hparams.lambda_hist / max(len(earlier), 1)
-        return [(1.0, forget.cov)] + [(weight, m.cov.to(device)) for m in earlier]
+        return history_terms(earlier, forget, self.hparams.history, self.hparams.lambda_hist)
 
     def start(self) -> Tensor:
         return super().start() if self.U is None else self.U.to(self.retain_cov)
 
     def get_extra_state(self) -> dict:
-        ts = sorted(self.past)
-        d = self.model.projection.shape[0]
-        return super().get_extra_state() | {
-            "past_t": torch.tensor(ts, dtype=torch.long),
-            "past_n": torch.tensor([self.past[s].n for s in ts], dtype=torch.long),
-            "past_mean": torch.stack([self.past[s].mean.cpu() for s in ts]) if ts else torch.zeros(0, d),
-            "past_cov": torch.stack([self.past[s].cov.cpu() for s in ts]) if ts else torch.zeros(0, d, d),
-        }
+        return super().get_extra_state() | history_state(self.past, self.model.projection.shape[0])
 
     def set_extra_state(self, state: dict) -> None:
         super().set_extra_state(state)
-        rows = zip(
-            state["past_t"].tolist(), state["past_n"].tolist(), state["past_mean"], state["past_cov"], strict=True
-        )
-        self.past = {t: Moments(n, mean, cov) for t, n, mean, cov in rows}
+        self.past = history_from_state(state)

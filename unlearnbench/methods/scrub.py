@@ -17,13 +17,12 @@ from unlearnbench.search_space import GRADIENT_SPACE, Float, Int, space
 class SCRUB(KeepsTeacher, PairedManualMethod):
     """SCRUB: max-steps on forget, min-steps on retain against the pre-request model (Kurmanji et al., NeurIPS 2023).
 
-    "Towards Unbounded Machine Unlearning". A max-step (in the first `msteps` epochs) maximizes KL(teacher ‖ student) at
-    temperature T on a forget batch, a min-step minimizes γ·CE + α·KL on a retain batch. Compared against meghdadk/SCRUB
-    at 98ffb11 (2024-08-17), `large_scale_unlearning.ipynb`: T = 4, msteps = 2, γ = 0.99, α = 0.001, 3 epochs, SGD lr
-    5e-4, momentum 0.9, weight decay 5e-4 (lr decay at epochs 3, 5, 9 never triggers), SWA off (`smoothing = 0`). Where
-    we differ: per epoch it runs a forget pass (batch 512), then a retain pass (batch 256; `sgda_batch_size` 128 and
-    `del_batch_size` 32 are unused); here one batch size (128) serves both, and an epoch's first ⌈|F|/batch⌉ steps each
-    do a max-step then a min-step (the paper's SGDA reading).
+    "Towards Unbounded Machine Unlearning". A max-step maximizes KL(teacher ‖ student) on a forget batch, a min-step
+    minimizes γ·CE + α·KL on a retain batch. Compared against `large_scale_unlearning.ipynb` of meghdadk/SCRUB at
+    98ffb11: T = 4, msteps = 2, γ = 0.99, α = 0.001, 3 epochs, SGD lr 5e-4, momentum 0.9, weight decay 5e-4 (lr decay at
+    epochs 3, 5, 9 never triggers), SWA off (`smoothing = 0`). Where we differ: per epoch it runs a forget pass (batch
+    512), then a retain pass (batch 256; `sgda_batch_size` 128 and `del_batch_size` 32 unused); here batch 128 serves
+    both, and an epoch's first ⌈|F|/batch⌉ steps each do a max-step then a min-step (the paper's SGDA reading).
 
     Args:
         temperature: KL temperature T.
@@ -58,5 +57,4 @@ class SCRUB(KeepsTeacher, PairedManualMethod):
             self.manual_step(-distill_kl(self(forget.x), self.teacher(forget.x), h.temperature))
         logits, target = self(retain.x), self.teacher(retain.x)
         loss = h.gamma * F.cross_entropy(logits, retain.y) + h.alpha * distill_kl(logits, target, h.temperature)
-        self.manual_step(loss)
-        return loss
+        return self.manual_step(loss)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -13,6 +11,7 @@ from unlearnbench.methods.base import PairedManualMethod, SGDSettings, evaluatin
 from unlearnbench.methods.gradients import importances, on_device
 from unlearnbench.methods.losses import adaptive_ce
 from unlearnbench.methods.masks import mask_gradients_, saliency_mask
+from unlearnbench.methods.schedules import CosineLR, cosine_decay, fast_slow
 from unlearnbench.ranges import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, PROBABILITY, ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import GRADIENT_SPACE, Float, space
@@ -20,7 +19,7 @@ from unlearnbench.streams.base import StreamView, UnlearningRequest
 
 
 @METHODS.register("sfron")
-class SFRon(PairedManualMethod):
+class SFRon(CosineLR, PairedManualMethod):
     """SFR-on: saliency forgetting in the remain-preserving manifold, online (Huang et al., NeurIPS 2024).
 
     "Unified Gradient-Based Machine Unlearning with Remain Geometry Enhancement". Defaults are the CIFAR-10 setting of
@@ -78,26 +77,17 @@ class SFRon(PairedManualMethod):
     def training_step(self, batch: dict[str, Batch], batch_idx: int) -> Tensor:
         h = self.hparams
         params = [p for p in self.model.parameters() if p.requires_grad]
-        before = [p.detach().clone() for p in params] if h.ema_beta < 1 else None
-        step = self.current_epoch * self.trainer.num_training_batches + batch_idx
-        if step % h.forget_freq == 0:
-            alpha = h.forget_alpha * (1 + math.cos(math.pi * step / self.trainer.estimated_stepping_batches)) / 2
-            ascent = -alpha * adaptive_ce(self(batch["forget"].x), batch["forget"].y, h.lambd)
-            self.manual_step(ascent, lambda: self.masked_and_clipped(params))
-        loss = F.cross_entropy(self(batch["retain"].x), batch["retain"].y)
-        self.manual_step(loss)
-        self.lr_schedulers().step()
-        if before is not None:
-            with torch.no_grad():
-                for p, old in zip(params, before, strict=True):
-                    p.lerp_(old, 1 - h.ema_beta)
+        with fast_slow(params, h.ema_beta):
+            step = self.current_epoch * self.trainer.num_training_batches + batch_idx
+            if step % h.forget_freq == 0:
+                alpha = h.forget_alpha * cosine_decay(step, self.trainer.estimated_stepping_batches)
+                ascent = -alpha * adaptive_ce(self(batch["forget"].x), batch["forget"].y, h.lambd)
+                self.manual_step(ascent, lambda: self.masked_and_clipped(params))
+            loss = F.cross_entropy(self(batch["retain"].x), batch["retain"].y)
+            self.manual_step(loss)
+            self.lr_schedulers().step()
         return loss
 
     def masked_and_clipped(self, params: list[Tensor]) -> None:
         mask_gradients_(self.model, self.mask)
         torch.nn.utils.clip_grad_norm_(params, self.hparams.max_norm)
-
-    def configure_optimizers(self):
-        optimizer = super().configure_optimizers()
-        steps = max(1, int(self.trainer.estimated_stepping_batches))
-        return {"optimizer": optimizer, "lr_scheduler": torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, steps)}

@@ -133,6 +133,38 @@ def pooled(moments: list[Moments]) -> Moments:
     return Moments(n, mean, scatter / max(n - 1, 1))
 
 
+def history_terms(
+    earlier: list[Moments], forget: Moments, history: str, lambda_hist: float
+) -> list[tuple[float, Tensor]]:
+    """Continual LOFT's (weight, covariance) pairs of the forget part of J, from the current and earlier forget sets.
+
+    `history="pooled"`: one term, the covariance of their union; `"weighted"`: the current set's term, then each
+    earlier set's with weight `lambda_hist` / (number of earlier sets).
+    """
+    device = forget.cov.device
+    if history == "pooled":
+        return [(1.0, pooled([*(m.to(device) for m in earlier), forget]).cov)]
+    weight = lambda_hist / max(len(earlier), 1)
+    return [(1.0, forget.cov)] + [(weight, m.cov.to(device)) for m in earlier]
+
+
+def history_state(history: dict[int, Moments], d: int) -> dict[str, Tensor]:
+    """Moments by request t (continual LOFT's earlier forget sets) as CPU tensors for a method's extra state."""
+    ts = sorted(history)
+    return {
+        "past_t": torch.tensor(ts, dtype=torch.long),
+        "past_n": torch.tensor([history[s].n for s in ts], dtype=torch.long),
+        "past_mean": torch.stack([history[s].mean.cpu() for s in ts]) if ts else torch.zeros(0, d),
+        "past_cov": torch.stack([history[s].cov.cpu() for s in ts]) if ts else torch.zeros(0, d, d),
+    }
+
+
+def history_from_state(state: dict) -> dict[int, Moments]:
+    """The moments by request t that `history_state` saved in `state`."""
+    rows = zip(state["past_t"].tolist(), state["past_n"].tolist(), state["past_mean"], state["past_cov"], strict=True)
+    return {t: Moments(n, mean, cov) for t, n, mean, cov in rows}
+
+
 def explained_rank(cov: Tensor, fraction: float = 0.95) -> int:
     """Smallest k whose top-k eigenvalues of `cov` hold at least `fraction` of its trace."""
     eigenvalues = torch.linalg.eigvalsh(cov.double()).flip(0).clamp_min(0)
