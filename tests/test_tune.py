@@ -37,7 +37,16 @@ from unlearnbench.report.leaderboard import build_leaderboard
 from unlearnbench.rundir import RunDirectory, RunDirectoryMismatchError
 from unlearnbench.runner import Runner
 from unlearnbench.search_space import GRADIENT_SPACE, Categorical, Float, Int, space
-from unlearnbench.tune import WORST_GAP, TuneSpec, make_objective, objective_values, redacted, suite_specs
+from unlearnbench.tune import (
+    WORST_GAP,
+    TuneSpec,
+    fail_unstarted_trials,
+    make_objective,
+    objective_values,
+    open_study,
+    redacted,
+    suite_specs,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Arguments that span decades: their ranges must be sampled on a log scale.
@@ -346,6 +355,19 @@ def test_tuning_runs_never_enter_a_leaderboard_and_tuned_rows_sit_beside_default
     assert all(run.identity.seed == 0 for entry in group.entries for run in entry.runs)
     assert {run["seed"] for run in board.provenance["runs"]} == {0}
     assert "seed100" not in board.files["csv"].read_text() and "validation" not in board.files["md"].read_text()
+
+
+def test_a_trial_whose_worker_died_before_its_first_heartbeat_is_failed_not_waited_for(tmp_path):
+    study = open_study(TuneSpec(method="finetune", out=tmp_path, heartbeat=1))
+    orphan = study.ask()  # RUNNING, with no heartbeat and no worker: as a worker killed right after `ask` leaves it
+    live = study.ask()
+    live.set_user_attr("worker", "host:1")  # the objective's first write
+    assert fail_unstarted_trials(study, grace_s=2) == []  # too young to judge
+    time.sleep(2.2)
+    fresh = study.ask()
+    assert fail_unstarted_trials(study, grace_s=2) == [orphan.number]
+    states = {trial.number: trial.state for trial in study.get_trials()}
+    assert states == {orphan.number: TrialState.FAIL, live.number: TrialState.RUNNING, fresh.number: TrialState.RUNNING}
 
 
 # ------------------------------------------------------------------------------------------ bad input

@@ -32,6 +32,7 @@ exact however many workers share the study.
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import math
@@ -334,6 +335,28 @@ def open_study(spec: TuneSpec):
         )
 
 
+def fail_unstarted_trials(study, grace_s: float) -> list[int]:
+    """Fail the running trials that never reached the objective and began more than `grace_s` ago; their numbers.
+
+    A worker killed between Optuna's `ask` and the trial's first heartbeat leaves a RUNNING trial with no
+    heartbeat, which `fail_stale_trials` never fails (it judges heartbeats only): the study would count it
+    as running for ever, and `tune` would wait for it when it is the last of the budget. The objective's
+    first write is the trial's `worker` attribute, milliseconds after `ask`, so a trial without it after
+    the heartbeat's own grace period has no live worker.
+    """
+    import optuna
+
+    now = datetime.datetime.now()  # Optuna stamps `datetime_start` with the local naive time too
+    unstarted = [
+        trial.number
+        for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+        if "worker" not in trial.user_attrs and (now - trial.datetime_start).total_seconds() > grace_s
+    ]
+    for number in unstarted:
+        study.tell(number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
+    return unstarted
+
+
 def tune(spec: TuneSpec, reporter: Reporter, datasets=None) -> Path:
     """Run (or resume) the study until it holds `spec.trials` finished trials; write and return the YAML."""
     import optuna
@@ -348,6 +371,7 @@ def tune(spec: TuneSpec, reporter: Reporter, datasets=None) -> Path:
     with progress:
         while True:
             optuna.storages.fail_stale_trials(study)  # a killed worker's trial, once its heartbeat is stale
+            fail_unstarted_trials(study, grace_s=2 * spec.heartbeat)
             trials = study.get_trials(deepcopy=False)
             finished = sum(t.state in (states.COMPLETE, states.PRUNED) for t in trials)
             running = sum(t.state == states.RUNNING for t in trials)
