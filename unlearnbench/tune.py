@@ -260,8 +260,8 @@ def make_objective(spec: TuneSpec, datasets):
     space = spec.space()
 
     def objective(trial: optuna.Trial):
+        trial.set_user_attr("worker", f"{socket.gethostname()}:{os.getpid()}")  # first: it marks the trial started
         check_budget(trial, spec.trials)
-        trial.set_user_attr("worker", f"{socket.gethostname()}:{os.getpid()}")
         start = time.process_time()
         values = sample(space, trial)
         from unlearnbench.runner import Runner
@@ -335,6 +335,11 @@ def open_study(spec: TuneSpec):
         )
 
 
+#: The least age at which a running trial that never reached the objective is judged orphaned: its worker's first
+#: write can wait behind other workers' writes to a busy SQLite file, and an orphan costs only this wait.
+UNSTARTED_GRACE_S = 60
+
+
 def fail_unstarted_trials(study, grace_s: float) -> list[int]:
     """Fail the running trials that never reached the objective and began more than `grace_s` ago; their numbers.
 
@@ -371,7 +376,7 @@ def tune(spec: TuneSpec, reporter: Reporter, datasets=None) -> Path:
     with progress:
         while True:
             optuna.storages.fail_stale_trials(study)  # a killed worker's trial, once its heartbeat is stale
-            fail_unstarted_trials(study, grace_s=2 * spec.heartbeat)
+            fail_unstarted_trials(study, grace_s=max(2 * spec.heartbeat, UNSTARTED_GRACE_S))
             trials = study.get_trials(deepcopy=False)
             finished = sum(t.state in (states.COMPLETE, states.PRUNED) for t in trials)
             running = sum(t.state == states.RUNNING for t in trials)
