@@ -163,12 +163,13 @@ def test_a_killed_tune_resumes_its_study_with_the_same_command(tmp_path):
     argv = tune_argv(out, 3)
     worker = cli_process(argv)
     deadline = time.monotonic() + 900
-    while time.monotonic() < deadline:  # kill it in the middle of its second trial
+    while time.monotonic() < deadline:  # kill it in the middle of its second trial, once it has drawn its values
         time.sleep(0.2)
         if (out / "studies.db").exists():
             trials = study_trials(out)
-            if len(finished(trials)) == 1 and any(t.state == TrialState.RUNNING for t in trials):
+            if len(finished(trials)) == 1 and any(t.state == TrialState.RUNNING and t.params for t in trials):
                 break  # kill at once: on an idle machine a digits trial ends within a second or two
+    # (a trial killed before its objective began has no values to retry: test_a_trial_whose_worker_died_before...)
     os.kill(worker.pid, signal.SIGKILL)
     worker.wait()
     killed = [t for t in study_trials(out) if t.state == TrialState.RUNNING]
