@@ -189,10 +189,10 @@ class RunDirectory:
             if self.path.exists() and any(not _initialization_leftover(p.name) for p in self.path.iterdir()):
                 raise RunDirectoryMismatchError(f"{self.path} is not empty and holds no run; choose another folder")
             return
-        existing, identity = self.identity().to_json(), identity.to_json()
-        if existing != identity:
-            differing = sorted(k for k in set(existing) | set(identity) if existing.get(k) != identity.get(k))
-            details = "; ".join(f"{k}: {existing.get(k)!r} there, {identity.get(k)!r} now" for k in differing)
+        existing, wanted = self.identity().to_json(), identity.to_json()
+        if existing != wanted:
+            differing = sorted(k for k in set(existing) | set(wanted) if existing.get(k) != wanted.get(k))
+            details = "; ".join(f"{k}: {existing.get(k)!r} there, {wanted.get(k)!r} now" for k in differing)
             raise RunDirectoryMismatchError(f"{self.path} holds a run with another configuration ({details})")
 
     def initialize(
