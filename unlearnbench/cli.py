@@ -236,6 +236,14 @@ def _add_protocol_arguments(parser: ArgumentParser) -> None:
         "(default: where an oracle is; 0: never)",
     )
     parser.add_argument(
+        "--single_shot_baseline",
+        "--single-shot-baseline",
+        type=str,
+        default="single_task",
+        help="the single-shot counterfactual's retain set: single_task (default: train minus F_t alone, the "
+        "paper's single-task baseline), cumulative (train minus F_1..F_t: forward_gain_cumulative) or both",
+    )
+    parser.add_argument(
         "--oracle_seeds",
         "--oracle-seeds",
         type=int,

@@ -111,6 +111,9 @@ class RunConfig:
     #: single-shot counterfactuals at t = K, 2K, ... and T; None: at the requests with an oracle (only T
     #: without oracles); 0: none
     single_shot_every: int | None = None
+    #: what a single-shot counterfactual's retain set is (`SINGLE_SHOT_BASELINES`): single_task (the paper's,
+    #: train minus F_t alone), cumulative (request t's continual retain set, train minus F_1..F_t), or both
+    single_shot_baseline: Literal["single_task", "cumulative", "both"] = "single_task"
     #: K oracles per request, trained with train seeds train_seed, train_seed + 1, …, train_seed + K − 1
     oracle_seeds: int = 1
     #: non-members the SVC attack is fit on (evaluation/mia.py): salun (test of retained classes) or loft (all test)
@@ -154,6 +157,11 @@ class RunConfig:
             raise ConfigError(f"unknown oracle {self.oracle!r}; choose one of: retrain, none")
         if self.split not in ("test", "validation"):
             raise ConfigError(f"unknown split {self.split!r}; choose one of: test, validation")
+        if self.single_shot_baseline not in SINGLE_SHOT_BASELINES:
+            raise ConfigError(
+                f"unknown single_shot_baseline {self.single_shot_baseline!r}; choose one of: "
+                f"{', '.join(SINGLE_SHOT_BASELINES)}"
+            )
         if self.mia_protocol not in ("salun", "loft"):
             raise ConfigError(f"unknown mia_protocol {self.mia_protocol!r}; choose one of: salun, loft")
         if self.logger not in LOGGERS:
@@ -254,6 +262,11 @@ class RunConfig:
             every = self.oracle_every if self.oracle == "retrain" else self.requests
         return every > 0 and scheduled(t, self.requests, every)
 
+    @property
+    def single_shot_kinds(self) -> tuple[str, ...]:
+        """The counterfactuals served at a scheduled request: `single_task`, `cumulative`, or both."""
+        return ("single_task", "cumulative") if self.single_shot_baseline == "both" else (self.single_shot_baseline,)
+
     def resolved_seed(self, part: str) -> int:
         """`train_seed`, `unlearn_seed` or `stream_seed`: its own value where given, else `seed`."""
         value = getattr(self, part)
@@ -336,6 +349,9 @@ class RunConfig:
         data["out"], data["store"] = str(self.out), str(self.store_dir)
         return data
 
+
+#: `--single-shot-baseline`: which counterfactuals the forward-failure gain is measured against
+SINGLE_SHOT_BASELINES = ("single_task", "cumulative", "both")
 
 #: The parts of `seed` a run may set apart (`--train-seed`, `--unlearn-seed`, `--stream-seed`).
 SEED_PARTS = ("train_seed", "unlearn_seed", "stream_seed")

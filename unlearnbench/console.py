@@ -142,13 +142,13 @@ class Reporter:
             self.progress.update(self.requests_task, completed=row.t)
         if self.quiet:  # rich would still lay the table out before discarding it
             return
-        oracle, single_shot = row.oracle or {}, row.single_shot or {}
+        sides = {"oracle": row.oracle, "original": row.original, "single-shot": row.single_shot}
         table = Table(title=f"request {row.t}/{num_requests}", title_justify="left")
-        for column in ("metric", "dir", "method", "oracle", "single-shot"):
+        for column in ("metric", "dir", "method", *sides):
             table.add_column(column, justify="left" if column == "metric" else "right")
         for key in console_keys():  # "—" where this request has no oracle or no single-shot counterfactual
             if key in row.method:
-                cells = (_cell(row.method, key), _cell(oracle, key), _cell(single_shot, key))
+                cells = (_cell(row.method, key), *(_cell(scores or {}, key) for scores in sides.values()))
                 table.add_row(key, METRIC_KEYS[key].arrow, *cells)
         self.console.print(table)
 
@@ -162,13 +162,13 @@ class Reporter:
             table.add_column(f"{key}\n{METRIC_KEYS[key].arrow}", justify="right")
         for row in rows:
             table.add_row(str(row.t), "method", *(_cell(row.method, k) for k in keys))
-            for side in ("oracle", "single_shot"):  # rows only where the schedules put them
+            for side in ("oracle", "original", "single_shot"):  # rows only where the schedules put them
                 scores = getattr(row, side)
                 if scores:
                     name = side.replace("_", "-")
                     table.add_row("", f"[dim]{name}[/dim]", *(f"[dim]{_cell(scores, k)}[/dim]" for k in keys))
         self.console.print(table)
-        lines = []
+        lines = [_final_line(summary)]
         if "forward_failure" in summary:
             lines.append(
                 f"forward failure (gain at T: forget_acc on F_T, continual {_fmt(summary['continual_forget_acc'])} − "
@@ -176,8 +176,13 @@ class Reporter:
             )
         if "forward_failure_mean" in summary:
             lines.append(
-                f"forward failure, mean over the {summary['single_shot_requests']} single-shot requests: "
+                f"forward failure, mean over the {summary['single_shot_requests']} single-shot requests t >= 2: "
                 f"{_fmt(summary['forward_failure_mean'])}"
+            )
+        if "forward_failure_cumulative" in summary:
+            lines.append(
+                f"forward failure against the cumulative-retain counterfactual (at T / mean): "
+                f"{_fmt(summary['forward_failure_cumulative'])} / {_fmt(summary.get('forward_failure_cumulative_mean'))}"
             )
         lines.append(f"forget drift (forget_acc T − 1): {_fmt(summary['forget_drift'])}")
         if "forget_drift_vs_oracle" in summary:
@@ -199,3 +204,14 @@ class Reporter:
         for line in lines:
             self.console.print(line)
         self.console.print(f"run directory: {run_dir}")
+
+
+def _final_line(summary: dict) -> str:
+    """The verdict at T: forget, retain and test accuracy of the method beside the oracle's and the original model's."""
+    keys = ("forget_acc", "retain_acc", "test_acc")
+    parts = [
+        f"{name} {' / '.join(_fmt(summary[side].get(key)) for key in keys)}"
+        for name, side in (("method", "final"), ("oracle", "final_oracle"), ("original", "final_original"))
+        if side in summary
+    ]
+    return f"at T, forget / retain / test accuracy: {' · '.join(parts)}"

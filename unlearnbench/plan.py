@@ -44,6 +44,7 @@ COMMON_KEYS = {
     "oracle",
     "oracle_every",
     "single_shot_every",
+    "single_shot_baseline",
     "oracle_seeds",
     "train_seed",
     "unlearn_seed",
@@ -443,7 +444,8 @@ def unlearning_fits(cells: list[Cell]) -> tuple[int, int]:
 
     Every cell serves its T requests; a single-shot counterfactual is fitted once per (method, its
     arguments and guards, pretrained model, stream, seeds, t) however many cells schedule it (the
-    store caches it), and never at t = 1, where the continual fit is the single-shot one. At most:
+    store caches it) and baseline (`--single-shot-baseline both` fits two), and never at t = 1, where the
+    continual fit is the single-shot one. At most:
     the stream kinds build the same first requests for different T, which this does not assume.
     """
     continual, single_shot = 0, set()
@@ -456,7 +458,12 @@ def unlearning_fits(cells: list[Cell]) -> tuple[int, int]:
         )
         seeds = (config.resolved_seed("stream_seed"), config.resolved_seed("unlearn_seed"), config.seed)
         stream = (config.stream, cell.identity.size, config.requests, config.mia_protocol, *seeds)
-        single_shot |= {(setting, stream, t) for t in range(2, config.requests + 1) if config.single_shot_at(t)}
+        single_shot |= {
+            (setting, stream, t, kind)
+            for t in range(2, config.requests + 1)
+            if config.single_shot_at(t)
+            for kind in config.single_shot_kinds
+        }
     return continual, len(single_shot)
 
 

@@ -56,6 +56,11 @@ def _check_object(data: Any, required: tuple[str, ...], what: str) -> None:
         raise MalformedRecordError(f"missing key {missing[0]!r}")
 
 
+#: A single-shot baseline (`--single-shot-baseline`) -> the row field holding its counterfactual's scores. Its keys
+#: elsewhere carry the field's suffix: `forward_gain_cumulative`, `forward_failure_cumulative_mean`, ...
+SINGLE_SHOT_FIELDS = {"single_task": "single_shot", "cumulative": "single_shot_cumulative"}
+
+
 @dataclass(frozen=True)
 class RequestRecord:
     """One finished request: a line of `metrics.jsonl`, the unit of resuming (a request is finished when its
@@ -63,7 +68,12 @@ class RequestRecord:
 
     `forget_classes` is None on a random stream (F_t is samples, not classes). `oracle` is None at a
     request off the oracle schedule (`--oracle-every`), and `single_shot` off the single-shot one
-    (`--single-shot-every`): absent, never carried over from another request.
+    (`--single-shot-every`): absent, never carried over from another request. `single_shot` is the
+    single-task counterfactual (F_t alone, retain = train minus F_t) and `single_shot_cumulative` the
+    one whose retain set is request t's (`--single-shot-baseline`). `original` is the pretrained
+    model scored on request t's sets (and against its oracle where there is one): the "Original" row
+    every paper table has beside "Retrain". The fields after `single_shot` may be absent from rows
+    written before they existed (read as None).
     """
 
     t: int
@@ -72,6 +82,8 @@ class RequestRecord:
     method: Scores
     oracle: Scores | None
     single_shot: Scores | None
+    single_shot_cumulative: Scores | None = None
+    original: Scores | None = None
 
     def to_json(self) -> dict:
         """The line's object, key for key as written (the score dicts are the record's own, not copies)."""
@@ -81,7 +93,7 @@ class RequestRecord:
     def from_json(cls, data: Any) -> RequestRecord:
         """The record of a parsed line; a `MalformedRecordError` naming the key and the problem when it is not one."""
         names = tuple(field.name for field in fields(cls))
-        _check_object(data, names, "a metrics row")
+        _check_object(data, tuple(field.name for field in fields(cls) if field.default is MISSING), "a metrics row")
         unknown = [key for key in data if key not in names]
         if unknown:
             raise MalformedRecordError(f"unknown key {unknown[0]!r}")
@@ -93,9 +105,9 @@ class RequestRecord:
         if classes is not None and not (isinstance(classes, list) and all(_is_int(c) for c in classes)):
             raise MalformedRecordError(f"'forget_classes' is {classes!r}, not a list of class indices or null")
         _check_scores("method", data["method"], optional=False)
-        _check_scores("oracle", data["oracle"], optional=True)
-        _check_scores("single_shot", data["single_shot"], optional=True)
-        return cls(**{name: data[name] for name in names})
+        for name in ("oracle", "single_shot", "single_shot_cumulative", "original"):
+            _check_scores(name, data.get(name), optional=True)
+        return cls(**{name: data[name] for name in names if name in data})
 
 
 @dataclass(frozen=True)
@@ -182,6 +194,7 @@ _IDENTITY_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "arch_args": (_optional(_is_mapping), "a mapping"),
     "oracle_every": (_is_int, "a number of requests"),
     "single_shot_every": (_optional(_is_int), "a number of requests"),
+    "single_shot_baseline": (_is_name, "a single-shot baseline"),
     "guards": (_optional(_is_guard_list), "a list of {guard: arguments}"),
     "tuned": (_optional(_is_mapping), "a mapping"),
     "split": (_is_name, "a split name"),
@@ -221,6 +234,7 @@ class RunIdentity:
     arch_args: dict | None = None
     oracle_every: int = 1
     single_shot_every: int | None = None
+    single_shot_baseline: str = "single_task"
     #: the guards in the order they are applied, each `{name: its arguments, defaults filled in}`
     guards: list[dict] | None = None
     #: where tuned hyperparameters came from (`hparams.marker`)

@@ -45,7 +45,7 @@ from unlearnbench.methods.base import UnlearningMethod
 from unlearnbench.nodes import NodeGroup
 from unlearnbench.plan import plan_run
 from unlearnbench.provenance import method_code, method_code_change
-from unlearnbench.records import RequestRecord, RunSummary
+from unlearnbench.records import SINGLE_SHOT_FIELDS, RequestRecord, RunSummary
 from unlearnbench.registry import METHODS
 from unlearnbench.rundir import RunDirectory
 from unlearnbench.step_loss import StepLossLogger
@@ -135,6 +135,7 @@ class Runner:
             raise ConfigError(f"invalid guard arguments: {error}") from error
         self.store = ModelStore(config.store_dir)
         self._pretrained: dict[str, torch.Tensor] | None = None  # `pretrained_model`'s weights, once read
+        self._original_logits: EvalLogits | None = None  # the pretrained model's, once evaluated (`original_scores`)
         self.nodes = NodeGroup.from_environment(config.hardware.num_nodes, self.run_dir.path.name)
         self.train_labels = self.dataset.train.labels.cpu().numpy()
         self.test_labels = self.dataset.test.labels.cpu().numpy()
@@ -324,8 +325,19 @@ class Runner:
             "update": (layout, update),
         }
 
-    def single_shot_fit(self, request: Request) -> tuple[UnlearningMethod, dict]:
-        """F_t served once from the pretrained model: a fresh method (same hyperparameters), fresh guards, t's seed.
+    def counterfactual(self, t: int, kind: str) -> tuple[Request, list[Request]]:
+        """Request t as a single-shot counterfactual of `kind` serves it, and the requests its method may see as past.
+
+        `single_task` is the plasticity-collapse paper's single-task unlearning: F_t alone, retain =
+        train minus F_t, no past (`RequestStream.alone`). `cumulative` keeps request t's own sets,
+        retain = train minus F_1..F_t, and its past: it isolates the model's history from the data's.
+        """
+        if kind == "single_task":
+            return self.stream.alone(t), []
+        return self.stream.requests[t - 1], self.stream.requests[: t - 1]
+
+    def single_shot_fit(self, request: Request, past: list[Request]) -> tuple[UnlearningMethod, dict]:
+        """`request` served once from the pretrained model: a fresh method (same hyperparameters), fresh guards, t's seed.
 
         The counterfactual of the plasticity-collapse paper's "single-task baseline": what the same
         method does to this request when it is the first one it serves.
@@ -335,11 +347,13 @@ class Runner:
         guards = build_guards(config.guards, config.guard_args)
         method.attach(self.pretrained_model(), self.dataset.num_classes).to(self.eval_device)
         label = f"single-shot {request.t}/{config.requests}"
-        return method, self.fit_request(method, guards, request, label, logged=False)
+        with self.stream.serving(request, past):
+            return method, self.fit_request(method, guards, request, label, logged=False)
 
     def single_shot_key(self, request: Request) -> str:
         """What a single-shot result depends on: method, hyperparameters, pretrained model, F_t (and the sets
-        it is scored on), the request's seeds and the scoring protocol; never T or the requests after t."""
+        it is scored on and retains: the baselines differ there), the request's seeds and the scoring protocol;
+        never T or the requests after t."""
         identity = self.identity
         parts = {
             "method": identity.method,
@@ -358,19 +372,22 @@ class Runner:
         }
         return sha256_bytes(json.dumps(parts, sort_keys=True).encode())[:24]
 
-    def single_shot(self, request: Request, continual_scores: dict | None) -> dict | None:
-        """The single-shot scores of request t, from the store's cache or served now (and cached).
+    def single_shot(self, t: int, kind: str, continual_scores: dict | None) -> dict | None:
+        """The scores of request t's single-shot counterfactual of `kind`, from the store's cache or served now
+        (and cached).
 
-        At t = 1 the continual method *is* the single-shot one (same pretrained model, request and
-        seed), so its scores are taken as they are rather than computed twice; a test checks that a
-        fresh single-shot fit gives exactly them. The leader decides whether the fit is needed (the
-        cache is on a shared store another process may fill); a follower fits in step and gets None.
+        At t = 1 the continual method *is* the single-shot one of either kind (same pretrained model,
+        request and seed), so its scores are taken as they are rather than computed twice; a test
+        checks that a fresh single-shot fit gives exactly them. The leader decides whether the fit is
+        needed (the cache is on a shared store another process may fill); a follower fits in step and
+        gets None.
         """
+        request, past = self.counterfactual(t, kind)
         leader = self.nodes.leader
         key = self.single_shot_key(request) if leader else None
         cached = self.store.load_scores(key) if leader else None
-        fits = self.nodes.decide(f"single-shot-{request.t}", "fit" if cached is None and request.t > 1 else "cached")
-        served = self.single_shot_fit(request) if fits == "fit" else None
+        fits = self.nodes.decide(f"single-shot-{kind}-{t}", "fit" if cached is None and t > 1 else "cached")
+        served = self.single_shot_fit(request, past) if fits == "fit" else None
         if not leader or cached is not None:
             return cached
         if served is None:  # t = 1
@@ -383,6 +400,16 @@ class Runner:
         scores.pop("history", None)  # the continual run's diagnostic: the single-shot model serves one request
         self.store.save_scores(key, scores)
         return scores
+
+    def original_scores(self, request: Request, oracle_logits: list[EvalLogits]) -> dict:
+        """The pretrained model on request t's sets, against request t's oracles where it has them (`score_request`):
+        the "Original" row of every paper table. Its logits are computed once per session."""
+        if self._original_logits is None:
+            self._original_logits = self.logits(self.pretrained_model())
+        scores, versus, _ = self.score_request(request, self._original_logits, oracle_logits)
+        if request.t > 1:
+            scores.pop("history")  # the same row at every t: kept at t = 1 only (`original_history`)
+        return scores | versus
 
     def run(self) -> RunResult:
         """All T requests, resuming after the last persisted one.
@@ -484,18 +511,24 @@ class Runner:
         scores, versus, oracle_scores = (
             self.score_request(request, method_logits, oracle_logits) if leader else [None] * 3
         )
-        single_shot = None
+        single_shots = {}
         if config.single_shot_at(t):
             continual = (
                 None if scores is None else scores | {"update_norm": timings["update_norm"]}
             )  # a follower has none
-            single_shot = self.single_shot(request, continual)
+            single_shots = {
+                SINGLE_SHOT_FIELDS[kind]: self.single_shot(t, kind, continual) for kind in config.single_shot_kinds
+            }
         if not leader:
             return
         method_scores = scores | timings | self.geometry.record(t, *self.last_update) | versus
-        if single_shot is not None:
-            method_scores["forward_gain"] = forward_gain(method_scores, single_shot)
-        row = RequestRecord(t, "ok", request.forget_classes, method_scores, oracle_scores, single_shot)
+        for field, single_shot in single_shots.items():
+            method_scores[f"forward_gain{field.removeprefix('single_shot')}"] = forward_gain(method_scores, single_shot)
+        original = self.original_scores(request, oracle_logits)
+        single_shots = {"single_shot": None} | single_shots  # the record's positional field, None off schedule
+        row = RequestRecord(
+            t, "ok", request.forget_classes, method_scores, oracle_scores, **single_shots, original=original
+        )
         self.run_dir.save_state(t, self.method.resume_state() | pack_state(self.guards))
         if config.save_logits:
             self.run_dir.save_logits(t, vars(method_logits), [vars(logits) for logits in oracle_logits])

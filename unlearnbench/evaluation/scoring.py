@@ -9,7 +9,7 @@ import numpy as np
 from unlearnbench.evaluation.evaluator import EvalLogits
 from unlearnbench.evaluation.keys import GAP, ScoringInputs, accuracy, computed_scores, gap_keys
 from unlearnbench.evaluation.mia import svc_member_rate, svc_validity_and_advantage, true_label_confidence
-from unlearnbench.records import RequestRecord
+from unlearnbench.records import SINGLE_SHOT_FIELDS, RequestRecord
 from unlearnbench.streams.base import Request
 
 
@@ -81,16 +81,23 @@ def stream_summary(rows: list[RequestRecord], rememorization_threshold: float = 
     (`RunSummary.scores`).
 
     Forward failure is the plasticity-collapse paper's table: at the last request T, the forget
-    accuracy of the single-shot counterfactual (`single_shot_forget_acc`, the "single-task
-    baseline"), of the continual method (`continual_forget_acc`, "continual last-task") and their
-    difference `forward_failure` (= forward_gain_T); `forward_failure_mean` is the gain averaged
-    over the requests that have a single-shot counterfactual. `forget_drift` is forget_acc at T minus
-    at 1 (two different forget sets: the method's decline mixed with their difficulty), and
-    `forget_drift_vs_oracle` that minus the oracle's own drift, when oracles exist at 1 and T.
+    accuracy of the single-task counterfactual (`single_shot_forget_acc`, the "single-task
+    baseline": F_T alone from the pretrained model, retain = train minus F_T), of the continual
+    method (`continual_forget_acc`, "continual last-task") and their difference `forward_failure`
+    (= forward_gain_T); `forward_failure_mean` is the gain averaged over the requests t >= 2 that
+    have a counterfactual (`single_shot_requests` of them: at t = 1 the continual fit is the
+    single-shot one, so its gain is 0 by construction and would only dilute the mean). The same
+    keys with `_cumulative` after `single_shot`/`forward_failure` measure against the counterfactual
+    whose retain set is request t's (`--single-shot-baseline cumulative` or `both`). `forget_drift`
+    is forget_acc at T minus at 1 (two different forget sets: the method's decline mixed with their
+    difficulty), and `forget_drift_vs_oracle` that minus the oracle's own drift, when oracles exist
+    at 1 and T.
 
     Oracles may be scheduled (`--oracle-every`): `mean_gap`/`mean_gap_acc` average over the requests
     with an oracle (`oracle_requests` of them), `final_oracle` exists when T has one, and nothing is
-    carried over from another request.
+    carried over from another request. `final_original` is the pretrained model on request T's sets
+    (and `mean_gap_acc_original`/`mean_gap_original` its gaps to the oracles: what unlearning has to close);
+    `original_history` its accuracy on every F_s (the t = 0 row of the history matrix).
 
     Backward failure comes in two named forms: `backward_failure_max`/`_mean`, the raw
     history[t][s] − history[s][s] (moving toward the oracle's accuracy counts as re-memorization on
@@ -108,17 +115,44 @@ def stream_summary(rows: list[RequestRecord], rememorization_threshold: float = 
     method = [row.method for row in rows]
     summary = {"final": _without_history(method[-1])}
     summary["forget_drift"] = method[-1]["forget_acc"] - method[0]["forget_acc"]
-    gains = [scores["forward_gain"] for scores in method if scores.get("forward_gain") is not None]
-    if gains:
-        summary["forward_failure_mean"] = float(np.mean(gains))
-        summary["single_shot_requests"] = len(gains)
-    if rows[-1].single_shot and method[-1].get("forward_gain") is not None:
-        summary["single_shot_forget_acc"] = rows[-1].single_shot["forget_acc"]
-        summary["continual_forget_acc"] = method[-1]["forget_acc"]
-        summary["forward_failure"] = method[-1]["forward_gain"]
+    for field in SINGLE_SHOT_FIELDS.values():
+        summary |= _forward_summary(rows, field)
     summary["forget_acc_auc"] = float(np.mean([scores["forget_acc"] for scores in method]))
     summary |= _oracle_summary(rows, summary["forget_drift"])
+    summary |= _original_summary(rows)
     return summary | _backward_summary(rows, rememorization_threshold)
+
+
+def _forward_summary(rows: list[RequestRecord], field: str) -> dict:
+    """`stream_summary`'s forward failure against the counterfactuals in the rows' `field` (`SINGLE_SHOT_FIELDS`)."""
+    suffix = field.removeprefix("single_shot")
+    gain = f"forward_gain{suffix}"
+    gains = [row.method[gain] for row in rows if row.t >= 2 and row.method.get(gain) is not None]
+    summary: dict = {}
+    if gains:
+        summary[f"forward_failure{suffix}_mean"] = float(np.mean(gains))
+        summary[f"single_shot{suffix}_requests"] = len(gains)
+    last = rows[-1]
+    if getattr(last, field) and last.method.get(gain) is not None:
+        summary[f"single_shot{suffix}_forget_acc"] = getattr(last, field)["forget_acc"]
+        summary["continual_forget_acc"] = last.method["forget_acc"]
+        summary[f"forward_failure{suffix}"] = last.method[gain]
+    return summary
+
+
+def _original_summary(rows: list[RequestRecord]) -> dict:
+    """`stream_summary`'s numbers of the pretrained model (rows written before it was recorded have none)."""
+    if not rows[-1].original:
+        return {}
+    summary = {"final_original": _without_history(rows[-1].original)}
+    if rows[0].original and "history" in rows[0].original:  # `Runner.original_scores` keeps it at t = 1 only
+        summary["original_history"] = rows[0].original["history"]
+    with_oracle = [row.original for row in rows if row.oracle and row.original]
+    for key in ("gap", "gap_acc"):
+        gaps = [scores.get(key) for scores in with_oracle]
+        if gaps and all(gap is not None for gap in gaps):
+            summary[f"mean_{key}_original"] = float(np.mean(gaps))
+    return summary
 
 
 def _oracle_summary(rows: list[RequestRecord], forget_drift: float) -> dict:

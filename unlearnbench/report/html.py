@@ -90,8 +90,8 @@ def _data_uri(path: Path) -> str:
 
 
 def _row(entry, columns) -> str:
-    classes = ["oracle"] if entry.is_oracle else []
-    if not entry.is_oracle and any(run.status != "complete" for run in entry.runs):
+    classes = ["oracle"] if entry.is_reference else []
+    if not entry.is_reference and any(run.status != "complete" for run in entry.runs):
         classes.append("incomplete")
     cells = [f'<td class="label" data-value="{_e(entry.label)}">{_e(entry.label)}</td>']
     cells.append(f'<td data-value="{entry.n}">{entry.n}</td>')
@@ -145,8 +145,10 @@ def render_html(groups, prov: dict, plots: dict[str, list[Path]], out_dir: Path,
                 f'<span class="arrow">{_e(column.arrow)}</span></th>'
             )
         parts.append('<th class="label">status</th></tr></thead>')
-        if group.oracle is not None:
-            parts.append('<tbody class="pinned">' + _row(group.oracle, group.columns) + "</tbody>")
+        if group.references:
+            parts.append(
+                '<tbody class="pinned">' + "".join(_row(e, group.columns) for e in group.references) + "</tbody>"
+            )
         parts.append('<tbody class="methods">' + "".join(_row(e, group.columns) for e in group.entries) + "</tbody>")
         parts.append("</table></div>")
         images = plots.get(group.slug, [])

@@ -4,7 +4,8 @@ Every folder under the RUNS_DIRs (searched recursively) holding a `config.yaml` 
 its identity (`config.yaml`), not its folder: the same run reached twice (copied, or in two folders
 given) is counted once and the other copy listed as a duplicate. Runs are grouped into one table
 per setting (dataset, arch, stream, size, T, pretraining recipe); within a table each method (with
-its hyperparameters) is a row, the oracle (the retrained model) on top. Where a method has several
+its hyperparameters) is a row, the oracle (the retrained model) on top and the original (pretrained)
+model under it, as papers put "Retrain" and "Original" beside the methods. Where a method has several
 variants, each label names what sets it apart: the hyperparameters that differ from the method's
 defaults and any other differing setting (`rl (lr=0.1)`), never a hash unless nothing else does.
 
@@ -17,9 +18,11 @@ What a cell shows, per method, over the seeds whose run finished:
 - mean_gap_acc, mean_gap: gap_acc and the Avg.Gap averaged over the requests with an oracle (every
   request unless `--oracle-every` schedules them);
 - single_acc, fwd_fail, fwd_fail_mean: the plasticity-collapse paper's table, the forget accuracy on
-  F_T of the same method serving it single-shot from the pretrained model, the gain (continual
-  forget_acc − single-shot, at T) and its mean over the scheduled requests; the oracle's gain is 0
-  (retraining from scratch has no history to fail on);
+  F_T of the same method serving it as a single task from the pretrained model (retain = train minus
+  F_T alone), the gain (continual forget_acc − single-task, at T) and its mean over the scheduled
+  requests t >= 2; the oracle's gain is 0 (retraining from scratch has no history to fail on);
+- the original row: the pretrained model scored on request T's sets, and its gaps to the oracles
+  averaged over the stream: what unlearning has to close;
 - drift: forget_acc at T minus at 1 (two different forget sets); backward failure: the largest drop-back
   max over s < t of history[t][s] − history[s][s], and the same against the oracle's accuracy on
   F_s at t (`bwd_fail_vs_oracle`); the oracle row shows its own values;
@@ -119,7 +122,8 @@ STREAM_COLUMNS: tuple[Column, ...] = (
         "single_acc",
         False,
         True,
-        "forget_acc on F_T of the same method serving it single-shot from the pretrained model",
+        "forget_acc on F_T of the same method serving it as a single task (retain = train minus F_T) from the "
+        "pretrained model",
         ranked=False,
     ),
     Column(
@@ -127,7 +131,7 @@ STREAM_COLUMNS: tuple[Column, ...] = (
         "fwd_fail",
         False,
         True,
-        "gain at T: forget_acc on F_T, continual − single-shot",
+        "gain at T: forget_acc on F_T, continual − single-task",
         ranked=False,
     ),
     Column(
@@ -135,7 +139,7 @@ STREAM_COLUMNS: tuple[Column, ...] = (
         "fwd_fail_mean",
         False,
         True,
-        "the gain averaged over the scheduled requests",
+        "the gain averaged over the scheduled requests t >= 2",
         ranked=False,
     ),
     Column("forget_drift", "drift", False, True, "forget_acc at T minus at 1", ranked=False),
@@ -178,6 +182,8 @@ def column_keys() -> tuple[str, ...]:
 
 
 ORACLE_LABEL = "oracle (retrain)"
+#: the pretrained model before any request: the "Original" row of every paper table
+ORIGINAL_LABEL = "original (pretrained)"
 
 
 # --------------------------------------------------------------------------------------------- runs
@@ -292,6 +298,24 @@ class RunRecord:
         values["rte_s"] = None
         return values
 
+    def original_values(self) -> dict[str, float | None] | None:
+        """The pretrained model's row: its scores on request T's sets, its mean gaps to the oracles over the stream.
+
+        What unlearning has to close: a method no nearer the oracle than this row has removed nothing. The
+        stream-wide columns (forward and backward failure, drift, time) belong to methods and stay empty.
+        Runs made before the original model was recorded have none.
+        """
+        rows = self.scored_rows
+        if not rows or not rows[-1].original:
+            return None
+        last = rows[-1].original
+        values: dict[str, float | None] = {k: last.get(k) for k in leaderboard_keys()}
+        summary = stream_summary(rows)
+        values["mean_gap"] = summary.get("mean_gap_original")
+        values["mean_gap_acc"] = summary.get("mean_gap_acc_original")
+        values["mia_validity_ns"] = _not_significant(last)
+        return values
+
 
 def _not_significant(scores: dict) -> bool:
     return scores.get("mia_validity") is not None and not significant(
@@ -394,6 +418,8 @@ class Entry:
     cells: dict[str, Cell] = field(default_factory=dict)
     best: set[str] = field(default_factory=set)
     is_oracle: bool = False
+    #: the original (pretrained) model's row, pinned under the oracle's
+    is_original: bool = False
     #: the privacy numbers over the row's unlearning chains (None without K >= 2 chains saved with their logits)
     privacy: ChainPrivacy | None = None
 
@@ -402,8 +428,13 @@ class Entry:
         return len([run for run in self.runs if run.status == "complete"])
 
     @property
+    def is_reference(self) -> bool:
+        """The oracle's or the original model's row: a reference every method is read against, never ranked."""
+        return self.is_oracle or self.is_original
+
+    @property
     def status(self) -> str:
-        if self.is_oracle:
+        if self.is_reference:
             return f"{self.n} seed(s)"
         counts: dict[str, int] = {}
         for run in self.runs:
@@ -424,6 +455,7 @@ class Group:
     entries: list[Entry]
     oracle: Entry | None
     columns: tuple[Column, ...]
+    original: Entry | None = None
 
     @property
     def slug(self) -> str:
@@ -434,8 +466,13 @@ class Group:
         return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
 
     @property
+    def references(self) -> list[Entry]:
+        """The oracle's and the original model's rows, where the runs have them: pinned on top of a table."""
+        return [entry for entry in (self.oracle, self.original) if entry is not None]
+
+    @property
     def rows(self) -> list[Entry]:
-        return ([self.oracle] if self.oracle else []) + self.entries
+        return self.references + self.entries
 
 
 def _recipe_hash(identity: RunIdentity) -> str:
@@ -561,26 +598,33 @@ def _build_group(key: tuple, title: str, runs: list[RunRecord]) -> Group:
         _note_validity(entry.cells, values)
         entry.privacy = chain_privacy_of(complete)
         entries.append(entry)
-    # The oracle: one value per seed (every method on the same seed shares the same oracles).
+    oracle = _reference_entry(ORACLE_LABEL, runs, RunRecord.oracle_values, is_oracle=True)
+    original = _reference_entry(ORIGINAL_LABEL, runs, RunRecord.original_values, is_original=True)
+    # A column no row has a value for (forget_test_acc on a random stream, keys an older run lacks) is left out.
+    rows = [*entries, *(entry for entry in (oracle, original) if entry is not None)]
+    shown = tuple(c for c in columns() if any(e.cells[c.key].mean is not None for e in rows))
+    _mark_best(entries, oracle, shown)
+    return Group(key, title, entries, oracle, shown, original)
+
+
+def _reference_entry(label: str, runs: list[RunRecord], values_of, **role: bool) -> Entry | None:
+    """The oracle's or the original model's row: one value per seed (every method on a seed shares its pretrained
+    model and its oracles), read from the first complete run of that seed that has it."""
     per_seed: dict[int, dict] = {}
-    oracle_runs = []
+    reference_runs = []
     for run in sorted(runs, key=lambda r: str(r.path)):
         seed = run.identity.seed
         if run.status == "complete" and seed not in per_seed:
-            values = run.oracle_values()
+            values = values_of(run)
             if values is not None:
                 per_seed[seed] = values
-                oracle_runs.append(run)
-    oracle = None
-    if per_seed:
-        oracle = Entry(ORACLE_LABEL, oracle_runs, is_oracle=True)
-        oracle.cells = {k: aggregate([v.get(k) for v in per_seed.values()]) for k in column_keys()}
-        _note_validity(oracle.cells, list(per_seed.values()))
-    # A column no row has a value for (forget_test_acc on a random stream, keys an older run lacks) is left out.
-    rows = [*entries, *([oracle] if oracle else [])]
-    shown = tuple(c for c in columns() if any(e.cells[c.key].mean is not None for e in rows))
-    _mark_best(entries, oracle, shown)
-    return Group(key, title, entries, oracle, shown)
+                reference_runs.append(run)
+    if not per_seed:
+        return None
+    entry = Entry(label, reference_runs, **role)
+    entry.cells = {k: aggregate([v.get(k) for v in per_seed.values()]) for k in column_keys()}
+    _note_validity(entry.cells, list(per_seed.values()))
+    return entry
 
 
 def _note_validity(cells: dict[str, Cell], values: list[dict]) -> None:
@@ -653,11 +697,14 @@ INTRO = (
     "correctness rather than membership (read it with `mia_valid`: n.s. = no better than chance). "
     "Values after the last request T, mean ± sample std over seeds (n = runs averaged: seeds × unlearning chains); "
     "`mean_gap` averages the gap over the requests with an oracle; `fwd_fail` = forget_acc on F_T of the "
-    "continual method − of the same method serving F_T single-shot (`single_acc`), `fwd_fail_mean` its mean "
-    "over the scheduled requests; `drift` = forget_acc at T − at 1; "
+    "continual method − of the same method serving F_T as a single task from the pretrained model (`single_acc`; "
+    "retain = train minus F_T), `fwd_fail_mean` its mean over the scheduled requests t >= 2; "
+    "`drift` = forget_acc at T − at 1; "
     "`bwd_fail` = max over s < t of history[t][s] − history[s][s]; `remem` = re-memorization events, "
     "pairs s < t with history[t][s] − history[s][s] > 10 points; `rte_s` = unlearning seconds summed "
-    "over the stream. Arrows: ↑/↓ better; →oracle: the target is the oracle's value (the top row). "
+    "over the stream. The *original (pretrained)* row is the model before any request, scored on request T's sets: "
+    "what unlearning has to close (a method no nearer the oracle than it removed nothing). "
+    "Arrows: ↑/↓ better; →oracle: the target is the oracle's value (the top row). "
     "**Bold** = best per column (closest to the oracle where it is the target); `single_acc`, `fwd_fail`, "
     "`drift`, `bwd_fail` and `remem` are not marked, since a method that forgets nothing has no failure either."
 )
@@ -687,7 +734,7 @@ def render_markdown(groups: list[Group], prov: dict, plots: dict[str, list[Path]
             for column in group.columns:
                 text = entry.cells[column.key].text(column.digits)
                 cells.append(f"**{text}**" if column.key in entry.best else text)
-            label = f"*{_md_escape(entry.label)}*" if entry.is_oracle else _md_escape(entry.label)
+            label = f"*{_md_escape(entry.label)}*" if entry.is_reference else _md_escape(entry.label)
             lines.append(f"| {label} | {entry.n} | " + " | ".join(cells) + f" | {_md_escape(entry.status)} |")
         lines.append("")
         for path in plots.get(group.slug, []):
@@ -737,7 +784,7 @@ def _provenance_markdown(prov: dict) -> list[str]:
 def render_csv(groups: list[Group]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    header = ["group", "method", "is_oracle", "n_seeds", "seeds", "status"]
+    header = ["group", "method", "is_oracle", "is_original", "n_seeds", "seeds", "status"]
     keys = column_keys()
     for key in keys:
         header += [f"{key}_mean", f"{key}_std"]
@@ -748,6 +795,7 @@ def render_csv(groups: list[Group]) -> str:
                 group.title,
                 entry.label,
                 int(entry.is_oracle),
+                int(entry.is_original),
                 entry.n,
                 " ".join(map(str, entry.seeds)),
                 entry.status,

@@ -9,7 +9,9 @@ the test set, future requests or the oracle.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, fields, replace
 
 import lightning as L
 import numpy as np
@@ -91,8 +93,8 @@ class StreamView:
         return self._stream.dataset.mean, self._stream.dataset.std
 
     def past_forget_sets(self) -> list[np.ndarray]:
-        """F_1 .. F_{t-1}: what continual methods may remember of earlier requests."""
-        return [request.forget for request in self._stream.requests[: self._stream.current.t - 1]]
+        """F_1 .. F_{t-1}: what continual methods may remember of earlier requests (none for a request served alone)."""
+        return [request.forget for request in self._stream.past]
 
     def loader(self, which: str, *, batch_size: int = 512, augment: bool = False, indices=None) -> InMemoryLoader:
         """Eval-transform (or augmented) batches of `forget`, `retain`, or given train indices of them."""
@@ -142,12 +144,43 @@ class RequestStream(L.LightningDataModule):
         self.batch_seed = seed if batch_seed is None else batch_seed
         self.requests = build_requests(dataset, kind, num_requests, self.size, seed)
         self.current: Request = self.requests[0]
+        #: the requests served before `current` (what `StreamView.past_forget_sets` shows)
+        self.past: list[Request] = []
         self.batch_mode = BatchMode.RETAIN
         self.batch_size = 64
 
     def select(self, t: int) -> Request:
-        self.current = self.requests[t - 1]
+        self.current, self.past = self.requests[t - 1], self.requests[: t - 1]
         return self.current
+
+    def alone(self, t: int) -> Request:
+        """Request t as if it were the only request ever made: forget F_t, retain = train minus F_t alone.
+
+        The plasticity-collapse paper's "single-task unlearning", the baseline of the forward-failure
+        gain: the forget set and the seeds are request t's, and the test split is divided by F_t's own
+        classes (class-wise), not by every class forgotten up to t.
+        """
+        request = self.requests[t - 1]
+        test_labels = self.dataset.test.labels.cpu().numpy()
+        test_forget = np.flatnonzero(np.isin(test_labels, request.forget_classes or ()))
+        return replace(
+            request,
+            forgotten=request.forget,
+            retain=np.setdiff1d(np.arange(len(self.dataset.train)), request.forget),
+            test_forget=test_forget,
+            test_retain=np.setdiff1d(np.arange(len(test_labels)), test_forget, assume_unique=True),
+        )
+
+    @contextmanager
+    def serving(self, request: Request, past: list[Request]) -> Iterator[Request]:
+        """Inside the block `request` is current with `past` before it (a counterfactual fit); the selected
+        request and its past are restored after it."""
+        selected = self.current, self.past
+        self.current, self.past = request, past
+        try:
+            yield request
+        finally:
+            self.current, self.past = selected
 
     def configure_batches(self, mode: BatchMode | str, batch_size: int) -> None:
         self.batch_mode = BatchMode(mode)
