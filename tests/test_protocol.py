@@ -12,6 +12,7 @@ from threadpoolctl import threadpool_limits
 from tests.conftest import tiny_config
 from unlearnbench.config import ConfigError
 from unlearnbench.records import RequestRecord
+from unlearnbench.registry import METHODS
 from unlearnbench.rundir import RunDirectory
 from unlearnbench.runner import Runner
 
@@ -69,7 +70,7 @@ def test_single_shot_at_t1_is_the_continual_row_and_a_fresh_single_shot_fit_give
     runner = Runner(config)
     request = runner.stream.select(1)
     with threadpool_limits(limits=1, user_api="blas"):  # as in Runner.run: the norm's summation order is BLAS's
-        method, served = runner.single_shot_fit(request)  # served now, not read from the cache
+        method, served = runner.single_shot_fit(request, [])  # served now, not read from the cache
     fresh = runner.score(runner.logits(method), request)
     fresh.pop("history")
     assert fresh | {"update_norm": served["update_norm"]} == first.single_shot
@@ -80,14 +81,82 @@ def test_single_shot_at_t1_is_the_continual_row_and_a_fresh_single_shot_fit_give
     assert result.summary.scores["single_shot_forget_acc"] == last.single_shot["forget_acc"]
 
 
+def test_the_single_task_counterfactual_serves_f_t_alone_and_the_cumulative_one_request_t_as_it_came(
+    tmp_path, monkeypatch
+):
+    """A class-wise T = 3 stream where the baselines differ: at t >= 2 the single-task fit retains every class but
+    F_t's (F_1..F_{t-1} included) and sees no past, the cumulative fit retains train minus F_1..F_t and sees them."""
+    served = []
+    original_prepare = METHODS.get("finetune").prepare
+
+    def recording(self, request, data):
+        served.append((request.t, request.retain.copy(), [past.copy() for past in data.past_forget_sets()]))
+        return original_prepare(self, request, data)
+
+    monkeypatch.setattr(METHODS.get("finetune"), "prepare", recording)
+    # a store of its own: another test's cached counterfactuals would skip the fits recorded here
+    config = tiny_config(tmp_path, tmp_path / "store", "finetune", requests=3, single_shot_baseline="both")
+    result = Runner(config).run()
+    stream = Runner(config).stream
+    train = np.arange(len(stream.dataset.train))
+    forget = {t: stream.requests[t - 1].forget for t in (1, 2, 3)}
+    # order per t >= 2: the continual fit, then the single-task and the cumulative counterfactuals
+    fits = [(t, retain, past) for t, retain, past in served if t >= 2]
+    assert [t for t, _, _ in fits] == [2, 2, 2, 3, 3, 3]
+    for t, offset in ((2, 0), (3, 3)):
+        continual, single_task, cumulative = fits[offset : offset + 3]
+        cumulative_retain = np.setdiff1d(train, np.concatenate([forget[s] for s in range(1, t + 1)]))
+        np.testing.assert_array_equal(single_task[1], np.setdiff1d(train, forget[t]))
+        assert single_task[2] == []
+        np.testing.assert_array_equal(cumulative[1], cumulative_retain)
+        np.testing.assert_array_equal(continual[1], cumulative_retain)
+        assert [len(p) for p in cumulative[2]] == [len(forget[s]) for s in range(1, t)]
+    # the single-task model is scored on its own split: every test class but F_t's is retained
+    alone = stream.alone(3)
+    test_labels = stream.dataset.test.labels.numpy()
+    assert set(test_labels[alone.test_forget]) == set(stream.requests[2].forget_classes)
+    assert len(alone.test_retain) + len(alone.test_forget) == len(test_labels)
+    for suffix, field in (("", "single_shot"), ("_cumulative", "single_shot_cumulative")):
+        gains = [row.method[f"forward_gain{suffix}"] for row in result.rows]
+        assert gains == [row.method["forget_acc"] - getattr(row, field)["forget_acc"] for row in result.rows]
+        assert result.summary.scores[f"forward_failure{suffix}"] == gains[-1]
+        assert result.summary.scores[f"forward_failure{suffix}_mean"] == pytest.approx(np.mean(gains[1:]))
+        assert result.summary.scores[f"single_shot{suffix}_requests"] == 2  # t = 1's gain is 0 by construction
+
+
+def test_the_default_baseline_is_single_task_and_a_bad_one_is_refused(tmp_path, no_datasets):
+    config = tiny_config(tmp_path, tmp_path / "store", "finetune", requests=3)
+    assert config.single_shot_kinds == ("single_task",)
+    with pytest.raises(ConfigError, match="single_shot_baseline 'alone'; choose one of: single_task, cumulative, both"):
+        tiny_config(tmp_path, tmp_path / "store", "finetune", single_shot_baseline="alone").validate()
+
+
+def test_every_row_records_the_original_model_and_the_summary_its_t0_history(tmp_path, shared_store):
+    config = tiny_config(tmp_path, shared_store, "finetune", requests=2)
+    result = Runner(config).run()
+    runner = Runner(config)
+    pretrained = runner.logits(runner.pretrained_model())
+    for row in result.rows:
+        request = runner.stream.select(row.t)
+        expected = runner.score(pretrained, request)
+        assert row.original["forget_acc"] == expected["forget_acc"]
+        assert row.original["retain_acc"] == expected["retain_acc"] and row.original["test_acc"] == expected["test_acc"]
+        assert row.original["gap_acc"] > 0  # the pretrained model has not forgotten F_t: far from the oracle
+    assert result.summary.scores["original_history"] == expected["history"]  # the t = 0 row of history
+    assert result.summary.scores["final_original"]["forget_acc"] == result.rows[-1].original["forget_acc"]
+    assert result.summary.scores["mean_gap_acc_original"] == pytest.approx(
+        np.mean([row.original["gap_acc"] for row in result.rows])
+    )
+
+
 def test_single_shot_results_are_cached_for_reruns_and_longer_streams(tmp_path, shared_store, monkeypatch):
     Runner(tiny_config(tmp_path / "short", shared_store, "finetune", requests=2)).run()
     fits = []
     original = Runner.single_shot_fit
 
-    def counting(self, request):
+    def counting(self, request, past):
         fits.append(request.t)
-        return original(self, request)
+        return original(self, request, past)
 
     monkeypatch.setattr(Runner, "single_shot_fit", counting)
     longer = Runner(tiny_config(tmp_path / "long", shared_store, "finetune", requests=3)).run()
@@ -109,12 +178,12 @@ def test_a_killed_run_with_schedules_resumes_to_identical_rows(tmp_path, shared_
     config = tiny_config(tmp_path / "b", tmp_path / "store_b", "rl", **options)
     original = Runner.single_shot_fit
 
-    def crash(self, request):
+    def crash(self, request, past):
         if request.t == 3:
             metrics = self.run_dir.metrics_path
             metrics.write_text(metrics.read_text() + '{"t": 3, "stat')  # a kill in the middle of an append
             raise SimulatedCrashError
-        return original(self, request)
+        return original(self, request, past)
 
     with monkeypatch.context() as patch:
         patch.setattr(Runner, "single_shot_fit", crash)

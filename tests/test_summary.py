@@ -87,6 +87,15 @@ def test_forward_failure_is_the_gain_over_the_single_shot_counterfactual():
     assert summary["forget_drift"] == pytest.approx(50.0 - 5.0)  # the old quantity, under its own name
 
 
+def test_the_mean_gain_leaves_out_t1_whose_gain_is_zero_by_construction():
+    rows = _scheduled_rows()
+    rows[0] = replace(rows[0], single_shot={"forget_acc": HISTORY[0, 0]})
+    rows[0].method["forward_gain"] = 0.0  # the continual fit at t = 1 is the single-shot one
+    summary = stream_summary(rows)
+    assert summary["forward_failure_mean"] == pytest.approx(np.mean([8.0 - 1.0, 50.0 - 6.0]))
+    assert summary["single_shot_requests"] == 2
+
+
 def test_sparse_oracles_are_averaged_where_they_exist_and_never_carried_over():
     summary = stream_summary(_scheduled_rows())
     assert summary["oracle_requests"] == 2

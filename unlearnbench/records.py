@@ -56,6 +56,9 @@ def _check_object(data: Any, required: tuple[str, ...], what: str) -> None:
         raise MalformedRecordError(f"missing key {missing[0]!r}")
 
 
+#: The fields of a metrics row that are not a model's scores.
+_ROW_HEADER = ("t", "status", "forget_classes")
+
 #: A single-shot baseline (`--single-shot-baseline`) -> the row field holding its counterfactual's scores. Its keys
 #: elsewhere carry the field's suffix: `forward_gain_cumulative`, `forward_failure_cumulative_mean`, ...
 SINGLE_SHOT_FIELDS = {"single_task": "single_shot", "cumulative": "single_shot_cumulative"}
@@ -86,8 +89,18 @@ class RequestRecord:
     original: Scores | None = None
 
     def to_json(self) -> dict:
-        """The line's object, key for key as written (the score dicts are the record's own, not copies)."""
-        return {field.name: getattr(self, field.name) for field in fields(self)}
+        """The line's object, key for key as written (the score dicts are the record's own, not copies); the fields
+        after `single_shot` only where they hold scores, so a row written before they existed reads back as it was."""
+        return {
+            field.name: getattr(self, field.name)
+            for field in fields(self)
+            if field.default is MISSING or getattr(self, field.name) is not None
+        }
+
+    @property
+    def scored_models(self) -> dict[str, Scores | None]:
+        """Every model scored at this request, by field: the method, the oracle, the counterfactuals, the original."""
+        return {field.name: getattr(self, field.name) for field in fields(self) if field.name not in _ROW_HEADER}
 
     @classmethod
     def from_json(cls, data: Any) -> RequestRecord:

@@ -250,10 +250,18 @@ for _metric in (
     ),
     MetricKey(
         "forward_gain",
-        "forget_acc on F_t, continual − the same method serving F_t single-shot (forward failure)",
+        "forget_acc on F_t, continual − the same method serving F_t as a single task (retain = train minus F_t) "
+        "from the pretrained model (forward failure)",
         False,
         True,
         console=True,
+    ),
+    MetricKey(
+        "forward_gain_cumulative",
+        "forget_acc on F_t, continual − the same method serving F_t from the pretrained model with request t's "
+        "retain set (train minus F_1..F_t; `--single-shot-baseline cumulative`)",
+        False,
+        True,
     ),
     MetricKey("rte_s", "wall seconds of the unlearning itself, evaluation excluded", False, False, console=True),
     MetricKey("prepare_s", "wall seconds of per-request preparation (masks, teachers, features)", False, False),

@@ -61,11 +61,11 @@ def write_state(run_dir: Path, state: dict) -> None:
 
 
 def request_metrics(row: RequestRecord) -> dict[str, float]:
-    """The scalar keys of a request's record, flattened to `method/<key>`, `oracle/<key>` and `single_shot/<key>` (None,
-    NaN and lists left out; a side the request has no counterpart for is absent)."""
+    """The scalar keys of a request's record, flattened to `method/<key>`, `oracle/<key>`, `single_shot/<key>`, ...
+    (`RequestRecord.scored_models`; None, NaN and lists left out; a side the request has no counterpart for is absent)."""
     flat: dict[str, float] = {}
-    for side in ("method", "oracle", "single_shot"):
-        for key, value in (getattr(row, side) or {}).items():
+    for side, scores in row.scored_models.items():
+        for key, value in (scores or {}).items():
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
                 continue
             flat[f"{side}/{key}"] = float(value)
