@@ -13,8 +13,9 @@ Each method serves request 1 from the pretrained model through the runner's own 
 every `torch.optim.Optimizer.step` taken meanwhile is counted by a global step hook. Counted, not
 computed from a formula, so several fits (RUM's stages, UNSIR's impair and repair), manual
 optimization (SCRUB, MUNBa and SFR-on step in `manual_step`, some more than once per batch) and
-optimizers of a method's own (LOFT's subspace, UNSIR's noise, L2UL's attack) come out right. A step
-of an optimizer over the model's weights is a model step; any other is listed by its optimizer.
+optimizers of a method's own (LOFT's subspace, UNSIR's noise) come out right. A step of an
+optimizer over the model's weights is a model step; any other is listed by its optimizer. Gradient
+steps on inputs taken without an optimizer (L2UL's PGD, Boundary Shrink's FGSM) are not counted.
 
 Columns: the budget as the method's hyperparameters state it (epochs, steps, ...; a staged
 method's per stage), |F| and |R| of request 1, the Lightning fits and the batches their loops
