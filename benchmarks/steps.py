@@ -1,7 +1,7 @@
 """Optimizer steps one request gets, for every registered method at its defaults, in one setting.
 
     python benchmarks/steps.py [run options] [--methods a,b] [--json FILE]
-    python benchmarks/steps.py --suite benchmarks/fashionmnist.yaml [--methods a,b] [--json FILE]
+    python benchmarks/steps.py --suite benchmarks/fashionmnist.yaml [--methods a,b] [--json FILE] [--store DIR]
 
 The run options are `unlearnbench run`'s, read by its own parser (`--dataset fashionmnist
 --dataset.train_size 10000 --arch mlp --stream random --size 0.01 --requests 10 --store DIR`), so
@@ -145,13 +145,16 @@ def request_steps(config: RunConfig, datasets: DatasetCache | None = None) -> St
     )
 
 
-def setting_configs(suite: Path | None, run_options: list[str]) -> list[RunConfig]:
+def setting_configs(suite: Path | None, run_options: list[str], store: Path | None) -> list[RunConfig]:
     """One config per setting: the run options (`unlearnbench run`'s parser), or each (setting, stream) of a suite."""
     if suite is None:
-        return [run_config(parse_run_args(["--method", METHODS.names()[0], *run_options]))]
+        stored = [] if store is None else ["--store", str(store)]
+        return [run_config(parse_run_args(["--method", METHODS.names()[0], *run_options, *stored]))]
+    if run_options:
+        raise ConfigError(f"with --suite the settings are the file's; run options {' '.join(run_options)} do not apply")
     cells = suite_grid(load_suite(suite))
     first = [cell.config for cell in cells if cell.position[2:] == (1, 1)]  # first seed, first method
-    return [replace(config, guards=[], guard_args={}) for config in first]
+    return [replace(config, guards=[], guard_args={}, store=store or config.store) for config in first]
 
 
 def table(counts: list[StepCount]) -> str:
@@ -183,10 +186,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--methods", help="comma-separated method names (default: every registered method)")
     parser.add_argument("--suite", type=Path, help="a suite file: each of its (setting, stream) in turn")
     parser.add_argument("--json", type=Path, help="also write the counts as JSON here")
+    parser.add_argument("--store", type=Path, help="model store of the pretrained models (default: the setting's)")
     args, run_options = parser.parse_known_args(argv)
     methods = args.methods.split(",") if args.methods else METHODS.names()
     try:
-        configs = setting_configs(args.suite, run_options)
+        configs = setting_configs(args.suite, run_options, args.store)
         unknown = [name for name in methods if name not in METHODS]
         if unknown:
             raise ConfigError(f"unknown method(s) {', '.join(unknown)}; choose from: {', '.join(METHODS.names())}")

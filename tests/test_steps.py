@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.conftest import FAST_RECIPE
 from unlearnbench.config import RunConfig
@@ -68,6 +69,29 @@ def test_the_command_takes_run_options_and_writes_the_table(tmp_path, capsys):
     loft, finetune = setting["counts"]
     assert loft["forget"] + loft["retain"] == 500
     assert finetune["model_steps"] == 10 * math.ceil(finetune["retain"] / 256)
+
+
+def test_a_suite_gives_one_table_per_setting_and_stream(tmp_path, shared_store, capsys):
+    suite = {
+        "common": {"dataset": "digits", "arch": "smallcnn", "recipe": dict(FAST_RECIPE)},
+        "methods": [{"finetune": {"optim": {"epochs": 1}}}],  # the suite's method and arguments are not the table's
+        "streams": [{"stream": "classwise", "requests": 2}, {"stream": "random", "size": 0.05, "requests": 2}],
+        "seeds": [0, 1],
+    }
+    path, report = tmp_path / "suite.yaml", tmp_path / "steps.json"
+    path.write_text(yaml.safe_dump(suite))
+    argv = ["--suite", str(path), "--methods", "ga", "--store", str(shared_store), "--json", str(report)]
+    assert steps.main(argv) == 0
+    settings = json.loads(report.read_text())
+    assert [s["setting"] for s in settings] == [
+        "digits/smallcnn, classwise, T = 2, seed 0",
+        "digits/smallcnn, random, size 0.05, T = 2, seed 0",
+    ]
+    for setting in settings:
+        (ga,) = setting["counts"]
+        assert ga["model_steps"] == 5 * math.ceil(ga["forget"] / 256)  # GA's 5 epochs over the forget set
+    assert steps.main(["--suite", str(path), "--requests", "3"]) == 2
+    assert "run options --requests 3 do not apply" in capsys.readouterr().err
 
 
 def test_bad_run_options_are_one_line_and_exit_2(capsys):
