@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import inspect
+import typing
 
+import lightning as L
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from unlearnbench.data.base import Batch
+from unlearnbench.methods.base import SGDSettings
 from unlearnbench.ranges import flat_parameters
 from unlearnbench.registry import METHODS
+from unlearnbench.streams.base import RequestStream
 from unlearnbench.streams.batches import BatchMode
+from unlearnbench.training import build_model
 
 #: (method, hyperparameter) -> the reference's value, with where it is read.
 REFERENCE = {
@@ -27,19 +32,22 @@ REFERENCE = {
     ("neggrad_plus", "formulation"): "lab",
     # meghdadk/SCRUB 98ffb11, large_scale_ictest.ipynb: args.ng_alpha (the `scrub` formulation).
     ("neggrad_plus", "alpha"): 0.9999,
-    # OPTML-Group/Unlearn-Saliency a6e89fd: Classification/README.md (RL example), arg_parser.py,
-    # unlearn/RL.py (cifar10/svhn branch: forget loader, then retain loader).
+    # OPTML-Group/Unlearn-Saliency a6e89fd: Classification/README.md (RL example), arg_parser.py, unlearn/RL.py.
     ("rl", "lr"): 0.013,
     ("rl", "epochs"): 10,
     ("rl", "batch_size"): 256,
     ("rl", "momentum"): 0.9,
     ("rl", "weight_decay"): 5e-4,
-    ("rl", "batches"): "forget_then_retain",
     ("rl", "exclude_true"): False,
     ("salun", "ratio"): 0.5,
     ("salun", "lr"): 0.013,
     ("salun", "epochs"): 10,
-    ("salun", "batches"): "forget_then_retain",
+    # The code the SalUn paper's numbers were made with, OPTML-Group/Unlearn-Saliency 9576623 (2023-10):
+    # unlearn/RL.py concatenates the relabelled forget set and the retain set into one shuffled loader for every
+    # dataset, CIFAR-10 included, and the SalUn mask multiplies the gradient only.
+    ("rl", "batches"): "mixed",
+    ("salun", "batches"): "mixed",
+    ("salun", "hold"): "gradient",
     # OPTML-Group/Unlearn-Saliency a6e89fd: Classification/arg_parser.py (batch, momentum, weight decay) and
     # unlearn/FT.py, GA.py; lr and epochs from OPTML-Group/Unlearn-Sparse 80ba55d: README.MD (FT, GA, l1-sparse).
     ("finetune", "lr"): 0.01,
@@ -116,22 +124,44 @@ def test_default_is_the_reference_value(method, name):
     assert default == REFERENCE[(method, name)]
 
 
+#: (method, hyperparameter) -> the value that gives the reference code's behaviour after the paper, with where it is
+#: read: an option beside the paper's default.
+LATER_CODE = {
+    # OPTML-Group/Unlearn-Saliency f31f82e (2024-04), still at a6e89fd: unlearn/RL.py's cifar10/svhn branch serves
+    # the forget loader, then the retain loader.
+    ("rl", "batches"): "forget_then_retain",
+    ("salun", "batches"): "forget_then_retain",
+    # OPTML-Group/Unlearn-Saliency a6e89fd (2026-02-28, "Fix weight decay"): masked-out weights restored after each step.
+    ("salun", "hold"): "weights",
+}
+
+
+@pytest.mark.parametrize(("method", "name"), list(LATER_CODE))
+def test_the_later_codes_behaviour_is_an_option_beside_the_papers_default(method, name):
+    choices = typing.get_args(typing.get_type_hints(METHODS.get(method).__init__)[name])
+    assert REFERENCE[(method, name)] != LATER_CODE[(method, name)]
+    assert set(choices) == {REFERENCE[(method, name)], LATER_CODE[(method, name)]}
+    METHODS.get(method)(**{name: LATER_CODE[(method, name)]})  # accepted
+
+
 @pytest.mark.parametrize(
     ("method", "args", "mode"),
     [
         ("neggrad_plus", {}, BatchMode.MIXED),
         ("neggrad_plus", {"formulation": "scrub"}, BatchMode.PAIRED),
-        ("rl", {}, BatchMode.FORGET_THEN_RETAIN),
-        ("rl", {"batches": "mixed"}, BatchMode.MIXED),
-        ("salun", {}, BatchMode.FORGET_THEN_RETAIN),
-        ("salun", {"batches": "mixed"}, BatchMode.MIXED),
+        ("rl", {}, BatchMode.MIXED),
+        ("rl", {"batches": "forget_then_retain"}, BatchMode.FORGET_THEN_RETAIN),
+        ("salun", {}, BatchMode.MIXED),
+        ("salun", {"batches": "forget_then_retain"}, BatchMode.FORGET_THEN_RETAIN),
     ],
 )
 def test_batch_mode_follows_the_option(method, args, mode):
     assert METHODS.get(method)(**args).batch_mode is mode
 
 
-@pytest.mark.parametrize(("method", "args"), [("neggrad_plus", {"formulation": "x"}), ("rl", {"batches": "x"})])
+@pytest.mark.parametrize(
+    ("method", "args"), [("neggrad_plus", {"formulation": "x"}), ("rl", {"batches": "x"}), ("salun", {"hold": "x"})]
+)
 def test_unknown_option_is_refused(method, args):
     with pytest.raises(ValueError, match="must be"):
         METHODS.get(method)(**args)
@@ -173,6 +203,55 @@ def test_rl_loss_takes_whichever_sides_the_step_has(sides):
     x = torch.cat([batch[side].x for side in sides])
     y = [torch.randint(0, 4, (3,)) if side == "forget" else retain.y for side in sides]
     torch.testing.assert_close(loss, F.cross_entropy(model(x), torch.cat(y)))
+
+
+def _salun_fit(digits, hold: str):
+    """SalUn served request 1 of a class-wise digits stream for one epoch with a large weight decay; returns the
+    method, its mask, the weights before and the number of optimizer steps taken."""
+    stream = RequestStream(digits, "classwise", 1, seed=0)
+    request = stream.select(1)
+    torch.manual_seed(0)
+    settings = SGDSettings(lr=0.05, epochs=1, batch_size=256, momentum=0.9, weight_decay=0.05)
+    method = METHODS.get("salun")(hold=hold, optim=settings).attach(build_model("smallcnn", digits), 10)
+    method.prepare(request.public(), stream.view())
+    stream.configure_batches(method.batch_mode, method.batch_size)
+    before = {name: p.detach().clone() for name, p in method.model.named_parameters()}
+    trainer = L.Trainer(
+        max_epochs=1, accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False
+    )
+    trainer.fit(method, datamodule=stream)
+    return method, before, trainer.global_step
+
+
+def _decayed_only(weights: torch.Tensor, steps: int, lr: float, momentum: float, weight_decay: float) -> torch.Tensor:
+    """`weights` after `steps` SGD steps whose loss gradient is zero: weight decay and its momentum alone."""
+    buffer = None
+    for _ in range(steps):
+        d = weight_decay * weights
+        buffer = d if buffer is None else momentum * buffer + d
+        weights = weights - lr * buffer
+    return weights
+
+
+@pytest.mark.parametrize("hold", ["gradient", "weights"])
+def test_salun_keeps_the_weights_outside_its_mask_as_hold_says(digits, hold):
+    method, before, steps = _salun_fit(digits, hold)
+    assert steps == 6  # ceil(|forget ∪ retain| / 256) on digits' train split
+    for name, p in method.model.named_parameters():
+        mask, after = method.masks[name], p.detach()
+        if hold == "weights":  # a6e89fd: exactly fixed
+            torch.testing.assert_close(after[~mask], before[name][~mask], rtol=0, atol=0)
+        else:  # the paper's code: no loss gradient, but weight decay still shrinks them
+            torch.testing.assert_close(after[~mask], _decayed_only(before[name][~mask], steps, 0.05, 0.9, 0.05))
+        assert not torch.equal(after[mask], before[name][mask])
+
+
+def test_rum_passes_the_hook_before_each_optimizer_step_to_its_current_stage():
+    seen = []
+    rum = METHODS.get("rum")()
+    rum.current = type("Stage", (), {"on_before_optimizer_step": lambda self, optimizer: seen.append(optimizer)})()
+    rum.on_before_optimizer_step("optimizer")
+    assert seen == ["optimizer"]
 
 
 #: LOFT's release (arg_parser.py: --unlearn_lr 1; its runs: 50–100 steps; RiemannianAdam without `stabilize`;

@@ -286,6 +286,9 @@ class StagedMethod(UnlearningMethod):
     def after_step(self) -> None:
         self.current.after_step()
 
+    def on_before_optimizer_step(self, optimizer) -> None:
+        self.current.on_before_optimizer_step(optimizer)
+
     def configure_optimizers(self):
         return self.current.configure_optimizers()
 

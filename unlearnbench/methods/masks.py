@@ -1,7 +1,8 @@
 """Weight masks of the saliency methods (SalUn, SFR-on): which weights training may change, and holding the rest.
 
-Both score every weight on the forget set, keep those past a threshold, and confine training to them: SalUn
-restores the others (and their momentum) after every step, SFR-on masks its forget step's gradient.
+Both score every weight on the forget set, keep those past a threshold, and confine training to them: SalUn masks the
+gradient or restores the others (and their momentum) after every step (`HoldsOutsideMask`), SFR-on masks its forget
+step's gradient.
 """
 
 from __future__ import annotations
@@ -41,3 +42,20 @@ def mask_gradients_(model: nn.Module, masks: dict[str, Tensor]) -> None:
     for name, p in model.named_parameters():
         if p.grad is not None:
             p.grad.mul_(masks[name])
+
+
+class HoldsOutsideMask:
+    """Mixin of a `GradientMethod` whose steps change only the weights in `masks` (set with `frozen_values` by `prepare`).
+
+    `hparams.hold` says how the others are kept: `gradient`, their gradient is zeroed before every step, so SGD's weight
+    decay (and the momentum it builds) still shrinks them; `weights`, after every step they are restored to
+    `frozen_values` and their momentum zeroed, so they stay exactly fixed.
+    """
+
+    def on_before_optimizer_step(self, optimizer) -> None:
+        if self.hparams.hold == "gradient":
+            mask_gradients_(self.model, self.masks)
+
+    def after_step(self) -> None:
+        if self.hparams.hold == "weights":
+            hold_outside_(self.model, self.masks, self.frozen_values, self.optimizers().optimizer)

@@ -19,16 +19,18 @@ from unlearnbench.streams.batches import BatchMode
 class RandomLabel(GradientMethod):
     """RL: CE on forget ∪ retain with forget labels drawn at random (Golatkar et al., CVPR 2020).
 
-    As in SalUn's reference (OPTML-Group/Unlearn-Saliency at a6e89fd, `Classification/unlearn/RL.py`; Fan et al., ICLR
-    2024): lr 0.013, 10 epochs, batch 256, SGD momentum 0.9, weight decay 5e-4; labels are redrawn every epoch and may
-    hit the true class (`exclude_true` draws only from the others). `batches`: the default `forget_then_retain` is the
-    reference's order for 10-class data (every relabelled forget batch, then every retain batch, one step each); `mixed`
-    its CIFAR-100/Tiny-ImageNet branch (one shuffled pass over both), which the paper's numbers used for CIFAR-10 too
-    (code 9576623, 2023-10; the ordered branch arrived in f31f82e, 2024-04). Measured on digits class-wise (seed 0),
-    forget_acc over requests 1–4: 98.6–100 with `forget_then_retain`, 0.7/17.2/1.4/0.0/0.0 with `mixed`.
+    As in SalUn's reference (OPTML-Group/Unlearn-Saliency, `Classification/unlearn/RL.py`; Fan et al., ICLR 2024): lr
+    0.013, 10 epochs, batch 256, SGD momentum 0.9, weight decay 5e-4 (as at a6e89fd); labels are redrawn every epoch and
+    may hit the true class (`exclude_true` draws only from the others). `batches`: the default `mixed` (one shuffled pass
+    over the relabelled forget set and the retain set) is the order the paper's CIFAR-10 numbers were made with (the code
+    released with it, 9576623, 2023-10); `forget_then_retain` (every relabelled forget batch, then every retain batch,
+    one step each) is the later code's order for 10-class data (f31f82e, 2024-04; still so at a6e89fd), which keeps
+    `mixed` for CIFAR-100/Tiny-ImageNet. Measured on digits class-wise (seed 0, T = 5), forget_acc over the requests:
+    1.4/8.3/0.0/0.0/0.0 with `mixed`, 100/100/100/100/99.3 with `forget_then_retain` (one relabelled forget step per
+    epoch, then ~5 retain steps that undo it); the oracle's is 0.
 
     Args:
-        batches: batch order: `forget_then_retain` (reference, 10 classes) or `mixed` (one shuffled pass).
+        batches: batch order: `mixed` (one shuffled pass; the paper's numbers) or `forget_then_retain` (later code).
         exclude_true: draw random forget labels only from the classes other than the true one.
     """
 
@@ -36,12 +38,12 @@ class RandomLabel(GradientMethod):
 
     def __init__(
         self,
-        batches: Literal["forget_then_retain", "mixed"] = "forget_then_retain",
+        batches: Literal["mixed", "forget_then_retain"] = "mixed",
         exclude_true: bool = False,
         optim: SGDSettings = SGDSettings(lr=0.013),
     ):
         super().__init__(optim=optim)
-        self.batch_mode = BatchMode(one_of("batches", batches, ("forget_then_retain", "mixed")))
+        self.batch_mode = BatchMode(one_of("batches", batches, ("mixed", "forget_then_retain")))
 
     def loss(self, batch: dict[str, Batch]) -> Tensor:
         x, y = [], []

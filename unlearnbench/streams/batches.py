@@ -7,12 +7,12 @@ A method declares one `BatchMode`; the stream builds the matching iterable. Ever
 - `paired`: one forget batch and one retain batch per step; the epoch runs over the longer set
   and the shorter one is cycled, reshuffled at each pass (NegGrad+, SCRUB-style methods).
 - `mixed`: one shuffled pass over forget ∪ retain, each batch split by membership, so the forget
-  share of a batch follows its share of the data (RL and SalUn, as in their reference code,
-  which concatenates the relabelled forget set and the retain set into one dataset for CIFAR-100
-  and Tiny-ImageNet).
+  share of a batch follows its share of the data (RL and SalUn by default: SalUn's reference code
+  concatenates the relabelled forget set and the retain set into one dataset, for CIFAR-10 in the
+  code the paper's numbers were made with, for CIFAR-100 and Tiny-ImageNet still today).
 - `forget_then_retain`: every forget batch (forget side only), then every retain batch (retain
-  side only), one optimizer step each (RL and SalUn on 10-class data, as in SalUn's reference
-  `RL.py` since f31f82e).
+  side only), one optimizer step each (RL's and SalUn's `batches` option: SalUn's reference
+  `RL.py` on 10-class data since f31f82e, after the paper).
 """
 
 from __future__ import annotations
