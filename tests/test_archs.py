@@ -16,7 +16,7 @@ from unlearnbench.methods.subspace import ProjectedModel
 from unlearnbench.models.blocks import last_blocks, parameter_blocks
 from unlearnbench.models.preresnet import PreActBottleneck
 from unlearnbench.registry import ARCHS, DATASETS, UnknownNameError
-from unlearnbench.training import build_model
+from unlearnbench.training import Recipe, build_model
 
 TIMM_EXAMPLE = "timm:resnet10t"
 NUM_CLASSES = 5
@@ -178,7 +178,7 @@ def test_timm_names_resolve_through_the_registry_and_the_config(tmp_path):
 
 
 def test_every_recipe_file_names_a_registered_dataset_and_arch():
-    from unlearnbench.training import RECIPE_DIR, Recipe
+    from unlearnbench.training import RECIPE_DIR
 
     files = sorted(RECIPE_DIR.glob("*.yaml"))
     assert len(files) >= 13
@@ -187,6 +187,30 @@ def test_every_recipe_file_names_a_registered_dataset_and_arch():
         assert dataset in DATASETS and arch in ARCHS, path.name
         recipe = Recipe.for_setting(dataset, arch)
         assert recipe.momentum == 0.9 and recipe.epochs > 0 and recipe.lr > 0
+
+
+def test_the_memorizing_tier_has_its_measured_recipe():
+    """fashionmnist-mlp: measured (its header) to fit >= 99% of 10,000 training images unaugmented, >= 85% test."""
+    assert Recipe.for_setting("fashionmnist", "mlp") == Recipe(
+        epochs=30, lr=0.05, batch_size=64, momentum=0.9, weight_decay=5e-4
+    )
+    header = Recipe.path_for("fashionmnist", "mlp").read_text().split("\nepochs:")[0]
+    assert "{train_size: 10000, test_size: 2000, augment: false}" in header and "benchmarks/pretraining.py" in header
+    assert all(f"(seed {seed})" in header for seed in (0, 1, 2))
+
+
+def test_pretraining_benchmark_reports_the_runs_pretrained_model():
+    """benchmarks/pretraining.py, which measures the recipes: accuracies of the model a run pretrains, its CPU cost."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "pretraining.py"
+    spec = importlib.util.spec_from_file_location("pretraining_benchmark", path)
+    benchmark = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(benchmark)
+    (row,) = benchmark.main(["--dataset", "digits", "--arch", "mlp", "--recipe", '{"epochs": 10}', "--seeds", "1"])
+    assert row["seed"] == 1 and row["recipe"] == {**Recipe.for_setting("digits", "mlp").as_dict(), "epochs": 10}
+    assert 90 < row["test_acc"] <= 100 and 90 < row["train_acc"] <= 100 and row["cpu_s"] > 0
 
 
 @pytest.mark.slow
