@@ -199,6 +199,27 @@ def test_the_memorizing_tier_has_its_measured_recipe():
     assert all(f"(seed {seed})" in header for seed in (0, 1, 2))
 
 
+@pytest.mark.parametrize("document", ["README.md", "docs/scale.md"])
+def test_the_documented_memorizing_tier_command_resolves_to_the_measured_setting(document, tmp_path, monkeypatch):
+    """The command README and docs/scale.md give resolves (nothing loaded) to the setting the recipe measured."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    from unlearnbench.cli import parse_run_args, run_config
+    from unlearnbench.plan import plan_run
+
+    text = (Path(__file__).resolve().parent.parent / document).read_text()
+    command = re.search(r"<!-- example: memorizing-tier -->\n```bash\n(.*?)```", text, re.S).group(1)
+    argv = shlex.split(command.replace("\\\n", " "))
+    assert argv[:2] == ["unlearnbench", "run"]
+    monkeypatch.chdir(tmp_path)
+    plan = plan_run(run_config(parse_run_args(argv[2:])))
+    assert plan.identity.dataset_args == {"train_size": 10000, "test_size": 2000, "augment": False}
+    assert (plan.identity.arch, plan.identity.arch_args) == ("mlp", None)
+    assert plan.recipe == Recipe.for_setting("fashionmnist", "mlp")
+
+
 def test_pretraining_benchmark_reports_the_runs_pretrained_model():
     """benchmarks/pretraining.py, which measures the recipes: accuracies of the model a run pretrains, its CPU cost."""
     import importlib.util
