@@ -107,10 +107,12 @@ def test_command_line_config_file_and_suite_cell_resolve_alike(tmp_path):
         (["--dataset.image_size", "32"], "image_size"),
         (["--arch.depth", "3"], "depth"),
         (["--arch.width", "0"], "width must be a whole number >= 1"),
+        (["--dataset.augment", "maybe"], "augment"),
+        (["--dataset.augment", "1"], "augment"),
     ],
 )
 def test_bad_arguments_fail_before_any_data_is_loaded(tmp_path, monkeypatch, capsys, argv, message):
-    def no_loading(data_dir=None, download=False):
+    def no_loading(data_dir=None, download=False, augment: bool = True):
         raise AssertionError("data was loaded")
 
     no_loading.known_size = DATASETS.get("fashionmnist").known_size
@@ -139,3 +141,15 @@ def test_suite_checks_dataset_arguments_and_sizes_streams_by_the_subset(tmp_path
 
 def test_check_dataset_args_returns_only_what_differs_from_the_defaults():
     assert check_dataset_args("digits", {"train_size": None, "test_size": 20}) == {"test_size": 20}
+
+
+@pytest.mark.parametrize("value", ["false", 0, 1, None])
+def test_augment_is_true_or_false_in_configs_and_suites_too(tmp_path, value):
+    """YAML's `augment: "false"` (quoted) or `0` is not a flag: refused by name before anything is loaded."""
+    with pytest.raises(ConfigError, match=rf"dataset argument augment must be true or false, got {value!r}"):
+        RunConfig(method="finetune", dataset="mnist", dataset_args={"augment": value}, out=tmp_path).validate()
+    suite = {"out": str(tmp_path), "common": {"recipe": RECIPE, "dataset_args": {"augment": value}}}
+    with pytest.raises(ConfigError, match="augment must be true or false"):
+        check_suite({**suite, "settings": [{"dataset": "fashionmnist"}], "methods": ["ga"]})
+    assert check_dataset_args("fashionmnist", {"augment": True}) == {}
+    assert check_dataset_args("fashionmnist", {"augment": False}) == {"augment": False}

@@ -15,9 +15,13 @@ import pytest
 import torch
 
 from unlearnbench.cli import main
+from unlearnbench.config import RunConfig
 from unlearnbench.data import mnist
-from unlearnbench.data.base import DatasetError
+from unlearnbench.data.base import Augmentation, DatasetError, data_fingerprint
+from unlearnbench.data.cache import load_dataset
+from unlearnbench.plan import resolve_run
 from unlearnbench.registry import DATASETS
+from unlearnbench.store import ModelSpec
 
 
 def _idx(path: Path, array: np.ndarray, magic: int, gz: bool) -> None:
@@ -132,3 +136,44 @@ def test_missing_fashionmnist_through_the_cli_exits_2_and_writes_nothing(tmp_pat
     stderr = capsys.readouterr().err.strip()
     assert len(stderr.splitlines()) == 1 and "apt-get install dataset-fashion-mnist" in stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize("name", ["fashionmnist", "mnist"])
+def test_augment_false_trains_on_the_images_as_they_are(tmp_path, no_debian, name):
+    """`augment: false`: the batches training asks to augment (pretraining, oracles, unlearning) are the eval pixels."""
+    write_idx_dataset(tmp_path, train=40)
+    plain = load_dataset(name, tmp_path, False)
+    still = load_dataset(name, tmp_path, False, {"augment": False})
+    assert still.augmentation == Augmentation() and plain.augmentation.pad == 2
+    everything = torch.arange(40)
+
+    def pixels(dataset, augment: bool, seed: int) -> torch.Tensor:
+        (batch,) = dataset.loader(dataset.train, everything, 40, augment=augment, seed=seed)
+        return batch.x
+
+    evaluated = pixels(still, False, 0)
+    assert torch.equal(pixels(still, True, 0), evaluated) and torch.equal(pixels(still, True, 1), evaluated)
+    assert not torch.equal(pixels(plain, True, 0), pixels(plain, True, 1))  # the default still augments
+    assert torch.equal(pixels(plain, False, 0), evaluated)
+
+
+def test_augment_false_is_another_dataset_and_run_while_the_default_renames_nothing(tmp_path, no_debian):
+    """Left at its default, `augment` enters neither the fingerprint (store keys) nor the identity (run names)."""
+    write_idx_dataset(tmp_path)
+    default = load_dataset("fashionmnist", tmp_path, False)
+    assert default.fingerprint == data_fingerprint(default, {})  # what it was before the argument existed
+    assert load_dataset("fashionmnist", tmp_path, False, {"augment": True}).fingerprint == default.fingerprint
+    still = load_dataset("fashionmnist", tmp_path, False, {"augment": False})
+    assert still.fingerprint == data_fingerprint(default, {"augment": False}) != default.fingerprint
+    keys = {ModelSpec("fashionmnist", "mlp", {}, 0, data=data.fingerprint).key() for data in (default, still)}
+    assert len(keys) == 2
+
+    def resolved(dataset_args: dict):
+        return resolve_run(
+            RunConfig(method="finetune", dataset="fashionmnist", dataset_args=dataset_args, out=tmp_path)
+        )
+
+    (identity, run_dir), explicit = resolved({}), resolved({"augment": True})
+    assert "dataset_args" not in identity.to_json() and explicit == (identity, run_dir)
+    still_identity, still_dir = resolved({"augment": False})
+    assert still_identity.dataset_args == {"augment": False} and still_dir != run_dir

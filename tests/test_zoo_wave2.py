@@ -245,7 +245,7 @@ def test_blocks_partition_the_parameters_from_stem_to_classifier(arch, built):
     model = _arch(arch, built)
     blocks = parameter_blocks(model)
     names = [name for name, _ in model.named_parameters()]
-    assert len(blocks) >= 4
+    assert len(blocks) >= 3  # the mlp's two hidden layers and its classifier; every CNN has more
     assert sorted(name for block in blocks for name in block) == sorted(names)  # each parameter exactly once
     assert names[0] in blocks[0]  # the stem first
     classifier = {

@@ -71,7 +71,11 @@ class Batch(NamedTuple):
 
 @dataclass(frozen=True)
 class Augmentation:
-    """Random crop with zero padding and optional horizontal flip, applied to a whole batch."""
+    """Random crop with zero padding and optional horizontal flip, applied to a whole batch.
+
+    `Augmentation()` (no padding, no flip) leaves images as they are and draws no random numbers:
+    a dataset's "no augmentation" (`fashionmnist`'s `augment: false`).
+    """
 
     pad: int = 0
     flip: bool = False

@@ -2,10 +2,10 @@
 
 Dataset arguments (`--dataset.train_size 10000`, `dataset_args: {train_size: 10000}` in a config
 or a suite cell) are the keyword arguments of the dataset's registered factory (e.g.
-`imagefolder`'s `image_size`) plus `train_size` / `test_size`, which every dataset takes: a
+`imagefolder`'s `image_size`, `fashionmnist`'s `augment`) plus `train_size` / `test_size`, which every dataset takes: a
 seeded, class-balanced subset of that split (`data.base.balanced_subset`), the way CI and quick
-studies stay cheap without a second dataset name. They are checked (names, whole numbers >= 1,
-sizes within a split whose size the dataset declares) before anything is loaded, and they enter
+studies stay cheap without a second dataset name. They are checked (names, flags, whole numbers
+>= 1, sizes within a split whose size the dataset declares) before anything is loaded, and they enter
 the dataset's fingerprint, so the model store never mixes two subsets.
 
 A suite builds every cell's Runner before the first one runs, so that bad input fails before
@@ -50,8 +50,10 @@ def dataset_parameters(name: str) -> dict[str, tuple[type, object]]:
 def check_dataset_args(name: str, args: dict) -> dict:
     """`args` checked against dataset `name`'s arguments; returns those that differ from the defaults.
 
-    Only whole-number arguments exist so far (sizes, `image_size`); each must be >= 1, and a subset
-    no larger than the split where the dataset declares its size (`data.base.known_size`).
+    Flags (`augment`) must be true or false; every other argument is a whole number (sizes,
+    `image_size`) >= 1, and a subset no larger than the split where the dataset declares its size
+    (`data.base.known_size`). An argument left at its default is not returned, so it neither enters
+    the fingerprint nor the run identity: adding an argument to a dataset renames no existing run.
     """
     parameters = dataset_parameters(name)
     unknown = sorted(set(args) - set(parameters))
@@ -61,6 +63,10 @@ def check_dataset_args(name: str, args: dict) -> dict:
         )
     for key, value in args.items():
         if value is None and parameters[key][1] is None:
+            continue
+        if parameters[key][0] is bool:
+            if not isinstance(value, bool):
+                raise DatasetError(f"dataset argument {key} must be true or false, got {value!r}")
             continue
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             hint = " (or null: the whole split)" if key in ("train_size", "test_size") else ""

@@ -15,7 +15,10 @@ Where the files are looked for, in this order:
 Train-time augmentation: a random shift of up to 2 pixels (random crop of the image zero-padded
 by 2, the value used for 28x28 inputs by e.g. the Fashion-MNIST benchmark's CNNs); Fashion-MNIST
 adds a horizontal flip, since a mirrored garment is the same garment, MNIST does not, since a
-mirrored digit is another symbol (or none).
+mirrored digit is another symbol (or none). The dataset argument `augment: false`
+(`--dataset.augment false`) turns it off, in pretraining, the oracles and unlearning alike: a
+model then sees each training image exactly as it is evaluated, so it can memorize it, and
+random-sample unlearning has something to remove (docs/scale.md, the `mlp` tier).
 """
 
 from __future__ import annotations
@@ -109,7 +112,7 @@ class _Source:
             message = " ".join(str(error).split())
             raise DatasetError(f"{self.name}: download failed: {type(error).__name__}: {message}") from error
 
-    def load(self, data_dir: str | Path | None, download: bool) -> ImageDataset:
+    def load(self, data_dir: str | Path | None, download: bool, augment: bool) -> ImageDataset:
         files = next((found for folder in self.folders(data_dir) if (found := _idx_files(folder))), None)
         if files is None and download:
             self.download(data_dir)
@@ -130,7 +133,8 @@ class _Source:
             splits.append(
                 ImageSplit(torch.from_numpy(images.copy()).unsqueeze(1), torch.from_numpy(labels.astype(np.int64)))
             )
-        return ImageDataset(self.name, 10, *splits, (self.mean,), (self.std,), Augmentation(pad=2, flip=self.flip))
+        augmentation = Augmentation(pad=2, flip=self.flip) if augment else Augmentation()
+        return ImageDataset(self.name, 10, *splits, (self.mean,), (self.std,), augmentation)
 
 
 #: Normalization: the mean and std of the 60,000 training images' pixels in [0, 1] (the
@@ -141,13 +145,13 @@ MNIST = _Source("mnist", "MNIST", "MNIST", 0.1307, 0.3081, flip=False)
 
 @DATASETS.register("fashionmnist")
 @known_size(60_000, 10, num_test=10_000)
-def fashionmnist(data_dir: str | Path | None = None, download: bool = False) -> ImageDataset:
+def fashionmnist(data_dir: str | Path | None = None, download: bool = False, augment: bool = True) -> ImageDataset:
     """Fashion-MNIST (Zalando): 60,000/10,000 28x28 grey images of 10 garment classes (idx files)."""
-    return FASHION.load(data_dir, download)
+    return FASHION.load(data_dir, download, augment)
 
 
 @DATASETS.register("mnist")
 @known_size(60_000, 10, num_test=10_000)
-def mnist(data_dir: str | Path | None = None, download: bool = False) -> ImageDataset:
+def mnist(data_dir: str | Path | None = None, download: bool = False, augment: bool = True) -> ImageDataset:
     """MNIST: 60,000/10,000 28x28 grey images of handwritten digits (idx files)."""
-    return MNIST.load(data_dir, download)
+    return MNIST.load(data_dir, download, augment)
