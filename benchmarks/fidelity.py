@@ -13,7 +13,8 @@ the default reproduces: RL and SalUn serving every forget batch, then every reta
 also restoring its masked-out weights). Each cell is the mean over the T requests of the
 per-request value in metrics.jsonl; "max forget" is the largest forget accuracy over the
 requests; "n.s." counts the requests where the SVC attack's validity interval contains chance
-(50%). The oracle row reads the same keys of the oracle's scores.
+(50%) and, for the advantage, where it lies inside its 95% null interval (no evidence of
+membership either way). The oracle row reads the same keys of the oracle's scores.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ OTHERS = {
     "loft": (("former", {"lr": 0.05, "steps": 200, "init": "pca", "stabilize": 10}),),
 }
 COLUMNS = (
-    "| method | defaults | mean forget | max forget | mean gap | mean gap_acc | SVC validity (n.s./T) | SVC advantage |"
+    "| method | defaults | mean forget | max forget | mean gap | mean gap_acc | SVC validity (n.s./T) "
+    "| SVC advantage (n.s./T) |"
 )
 
 
@@ -60,11 +62,13 @@ def line(label: str, defaults: str, scores: list[dict]) -> str:
         return float(np.mean([s[key] for s in scores]))
 
     not_significant = sum(s["mia_validity_lo"] <= 50 <= s["mia_validity_hi"] for s in scores)
+    inside = sum(s["mia_advantage_null_lo"] <= s["mia_advantage"] <= s["mia_advantage_null_hi"] for s in scores)
     forget = [s["forget_acc"] for s in scores]
     gaps = (f"{mean('gap'):.2f} | {mean('gap_acc'):.2f}") if "gap" in scores[0] else "0 | 0"
     return (
         f"| {label} | {defaults} | {np.mean(forget):.1f} | {max(forget):.1f} | {gaps} | "
-        f"{mean('mia_validity'):.1f} ({not_significant}/{len(scores)}) | {mean('mia_advantage'):+.1f} |"
+        f"{mean('mia_validity'):.1f} ({not_significant}/{len(scores)}) | "
+        f"{mean('mia_advantage'):+.1f} ({inside}/{len(scores)}) |"
     )
 
 

@@ -6,11 +6,12 @@
 For each method of the runs folder (K unlearning chains of one seed, saved with `--save-logits`,
 K oracles per request) and each request t it prints the SVC member rate and the LiRA AUC (means
 over the K chains of the per-run values in metrics.jsonl), and the RMIA AUC, ToW and ε score of
-`evaluation.chains.chain_privacy` over the K chains; the oracle's row beside them holds its own
-member rate (mean over the chains' rows) and the values that hold for it by construction (LiRA
-and RMIA 0.5: it is its own reference; ToW 1). The ε score is read against the oracle-versus-oracle floor at the
-same K (docs/privacy.md): no oracle row can give it from K oracles alone. `--backward METHOD`
-prints that method's backward-privacy matrices (RMIA AUC and ε of F_s at t).
+`evaluation.chains.chain_privacy` over the K chains (an RMIA some chains of which are degenerate
+names how many; one all of whose chains are reads "degenerate"). The oracle's row beside them
+holds each number's target at this K: its own member rate (mean over the chains' rows), chance
+for LiRA and RMIA (it is its own reference), one oracle's ToW against another (`tow_oracles`) and
+the oracle-versus-oracle ε floor (`privacy.eps_floor(K)`, docs/privacy.md), never 1.
+`--backward METHOD` prints that method's backward-privacy matrices (RMIA AUC and ε of F_s at t).
 """
 
 from __future__ import annotations
@@ -42,6 +43,14 @@ def _cell(value: float | None, digits: int) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
+def _rmia_cell(entry: dict, chains: int) -> str:
+    degenerate = entry.get("rmia_degenerate", 0)
+    if degenerate == chains:
+        return "degenerate"
+    text = _cell(entry.get("rmia_auc"), 3)
+    return f"{text} ({degenerate}/{chains} degenerate)" if degenerate else text
+
+
 def table(runs: dict[str, list[RunDirectory]]) -> list[str]:
     lines = [
         "| method | t | SVC member rate (%) | LiRA AUC | RMIA AUC | ToW | ε score |",
@@ -54,13 +63,17 @@ def table(runs: dict[str, list[RunDirectory]]) -> list[str]:
         if not oracle_printed:
             for t in range(1, len(rows[0]) + 1):
                 member = _mean([chain[t - 1].oracle["mia_member_rate"] for chain in rows])
-                lines.append(f"| oracle | {t} | {_cell(member, 1)} | 0.500 | 0.500 | 1.000 | floor |")
+                entry = privacy.get(t, {})
+                references = f"{_cell(entry.get('tow_oracles'), 3)} | {_cell(entry.get('eps_forget_floor'), 3)}"
+                lines.append(
+                    f"| oracle (target at K={len(chains)}) | {t} | {_cell(member, 1)} | 0.500 | 0.500 | {references} |"
+                )
             oracle_printed = True
         for t in range(1, len(rows[0]) + 1):
             member = _mean([chain[t - 1].method["mia_member_rate"] for chain in rows])
             lira = _mean([chain[t - 1].method.get("lira_auc") for chain in rows])
             entry = privacy.get(t, {})
-            cells = [_cell(entry.get(key), 3) for key in ("rmia_auc", "tow", "eps_score")]
+            cells = [_rmia_cell(entry, len(chains)), *(_cell(entry.get(key), 3) for key in ("tow", "eps_score"))]
             lines.append(
                 f"| {method} (K={len(chains)}) | {t} | {_cell(member, 1)} | {_cell(lira, 3)} | "
                 + " | ".join(cells)

@@ -63,7 +63,8 @@ def fake_run(
     (path / "manifest.json").write_text("{}")
     oracle_rng = np.random.default_rng(1000 + seed)  # the oracle depends on the seed only
     single_shot_rng = np.random.default_rng(2000 + seed)
-    original_rng = np.random.default_rng(3000 + seed)  # the pretrained model, too, depends on the seed only
+    null_rng = np.random.default_rng(3000 + seed)  # the advantage's null interval: the other draws stay as they were
+    original_rng = np.random.default_rng(4000 + seed)  # the pretrained model, too, depends on the seed only
     rows = []
     for t in range(1, done + 1):
         method_scores = {k: float(rng.uniform(0, 100)) for k in (*KEYS, *SVC_KEYS)}
@@ -73,6 +74,8 @@ def fake_run(
         oracle = {k: float(oracle_rng.uniform(0, 100)) for k in (*KEYS, *SVC_KEYS)}
         oracle["mia_validity_lo"], oracle["mia_validity_hi"] = sorted(oracle_rng.uniform(30, 80, 2).tolist())
         oracle["history"] = [float(oracle_rng.uniform(0, 100)) for _ in range(T)]
+        for scores in (method_scores, oracle):
+            scores["mia_advantage_null_lo"], scores["mia_advantage_null_hi"] = sorted(null_rng.uniform(0, 100, 2))
         method_scores["gap"] = float(np.mean([abs(method_scores[k] - oracle[k]) for k in KEYS]))
         method_scores["gap_acc"] = float(np.mean([abs(method_scores[k] - oracle[k]) for k in ACC_KEYS]))
         single_shot = None
@@ -263,18 +266,23 @@ def test_leaderboard_command(runs, tmp_path, capsys):
     assert exit_info.value.code == 2
 
 
-def test_gap_acc_is_the_headline_and_validity_reads_not_significant_when_it_contains_chance(runs, tmp_path):
+def test_gap_acc_is_the_headline_and_validity_and_advantage_read_not_significant_at_chance(runs, tmp_path):
     from unlearnbench.evaluation.keys import significant
 
     root, made = runs
     board = build_leaderboard(root, tmp_path / "board")
     (group,) = board.groups
     assert group.columns[0].key == "gap_acc"
+    advantage_notes = set()
     for entry in group.entries:
         complete = [p for p in made[entry.label] if p in [run.path for run in entry.runs if run.status == "complete"]]
         lasts = [json.loads((p / "metrics.jsonl").read_text().splitlines()[-1])["method"] for p in complete]
         expected = any(not significant(s["mia_validity_lo"], s["mia_validity_hi"]) for s in lasts)
         assert entry.cells["mia_validity"].text().endswith("n.s.") is expected
+        inside = [s["mia_advantage_null_lo"] <= s["mia_advantage"] <= s["mia_advantage_null_hi"] for s in lasts]
+        assert entry.cells["mia_advantage"].text().endswith("n.s.") is any(inside)
+        advantage_notes.add(any(inside))
+    assert advantage_notes == {True, False}  # both cases met
     text = (tmp_path / "board" / "leaderboard.md").read_text()
     assert "gap_acc" in text.split("| method | n | ")[1].split("|")[0]
 
@@ -437,7 +445,7 @@ def test_unlearning_chains_share_a_row_and_show_their_backward_privacy(tmp_path)
     markdown = board.files["md"].read_text()
     assert "finetune: privacy over 3 unlearning chains" in markdown
     assert f"| 3 | {expected['requests'][1]['eps_forget_score']:.3f} | " in markdown
-    assert "| 1 | — | — | — | — | — |" in markdown
+    assert "| 1 | " + " | ".join(["—"] * len(PRIVACY_KEYS)) + " |" in markdown
     assert "privacy over 3 unlearning chains" in board.files["html"].read_text()
 
 

@@ -192,3 +192,42 @@ def test_every_auc_carries_its_null_band(data, models):
     )
     assert phi["phi_auc_null_lo"] <= phi["phi_auc"] <= phi["phi_auc_null_hi"]  # a never-trained model: chance
     assert phi["phi_retain_auc"] > phi["phi_retain_auc_null_hi"]
+
+
+def test_undecided_pairs_equal_a_count_over_every_pair():
+    """Share and AUC credit of the pairs tied in the target's signal or in the score, against a double loop."""
+    from unlearnbench.evaluation.oracle_mia import undecided_pairs
+
+    rng = np.random.default_rng(8)
+    positive, negative = rng.integers(0, 6, 40).astype(float), rng.integers(0, 6, 30).astype(float)
+    signal_positive, signal_negative = rng.integers(0, 4, 40).astype(float), rng.integers(0, 4, 30).astype(float)
+    share = credit = 0.0
+    for p, sp in zip(positive, signal_positive, strict=True):
+        for n, sn in zip(negative, signal_negative, strict=True):
+            if p == n or sp == sn:
+                share += 1
+                credit += 0.5 if p == n else float(p > n)
+    pairs = len(positive) * len(negative)
+    assert undecided_pairs(positive, negative, signal_positive, signal_negative) == pytest.approx(
+        (share / pairs, credit / pairs)
+    )
+
+
+def test_a_destroyed_model_is_degenerate_not_chance(data, models):
+    """Class-wise, F = the train samples of class 0: a model whose outputs no longer depend on its input (huge,
+    identical logits for every sample) orders no (F, test) pair of that class, so the AUC would be the reference's
+    alone (here 0.5 ± noise, the oracle's target). Reported degenerate, with the share of undecided pairs."""
+    _, y = data
+    forget = np.flatnonzero(y[:600] == 0)
+    destroyed = np.tile([4.4e6, -4.6e4, 0.0, 1e5, -2e6, 3.0, 7e5, -1.0, 2e4, 9e3], (900, 1)).astype(np.float32)
+    destroyed = (destroyed[:600], destroyed[600:])
+
+    def attack(target, reference):
+        return oracle_referenced_attack(target, [reference], y[:600], y[600:], forget, classwise=True)
+
+    result = attack(destroyed, models["out_a"])
+    assert result["lira_auc"] is None and result["lira_tpr_at_1fpr"] is None
+    assert result["lira_auc_ties"] == 1.0
+    assert attack(destroyed, destroyed)["lira_auc"] is None  # every score tied too
+    healthy = attack(models["in"], models["out_a"])
+    assert healthy["lira_auc"] > healthy["lira_auc_null_hi"] and healthy["lira_auc_ties"] == 0.0

@@ -169,17 +169,18 @@ def _reference_rmia(target_x, reference_x, target_z, reference_z, a=0.3):
 
 
 def test_rmia_scores_match_the_reference_formula():
+    """Ours take log p_y and compare log LR; the reference compares LR in probabilities: the same scores."""
     rng = np.random.default_rng(3)
     target_x, target_z = rng.uniform(0.01, 1, 50), rng.uniform(0.01, 1, 200)
     reference_x, reference_z = rng.uniform(0.01, 1, (4, 50)), rng.uniform(0.01, 1, (4, 200))
     np.testing.assert_array_equal(
-        rmia_scores(target_x, reference_x, target_z, reference_z),
+        rmia_scores(*map(np.log, (target_x, reference_x, target_z, reference_z))),
         _reference_rmia(target_x, reference_x, target_z, reference_z),
     )
 
 
 def test_rmia_never_compares_a_sample_with_itself():
-    target_z, reference_z = np.array([0.9, 0.5, 0.1]), np.full((1, 3), 0.5)
+    target_z, reference_z = np.log([0.9, 0.5, 0.1]), np.log(np.full((1, 3), 0.5))
     scores = rmia_scores(target_z, reference_z, target_z, reference_z, x_in_population=np.arange(3))
     assert scores.tolist() == [1.0, 0.5, 0.0]  # of the two others: above both, one, none
 
@@ -191,8 +192,14 @@ def test_rmia_auc_is_chance_between_two_oracles_and_high_for_a_memorizing_model(
     reference = rng.beta(4, 2, forget), rng.beta(4, 2, population)
 
     def auc(target):
-        positive = rmia_scores(target[0], reference[0][None], target[1], reference[1][None])
-        negative = rmia_scores(target[1], reference[1][None], target[1], reference[1][None], np.arange(population))
+        x, z, reference_x, reference_z = (
+            np.log(target[0]),
+            np.log(target[1]),
+            np.log(reference[0]),
+            np.log(reference[1]),
+        )
+        positive = rmia_scores(x, reference_x[None], z, reference_z[None])
+        negative = rmia_scores(z, reference_z[None], z, reference_z[None], np.arange(population))
         return auc_and_tpr(positive, negative)[0]
 
     other_oracle = tuple(np.clip(p + rng.normal(0, 0.05, len(p)), 0.01, 0.99) for p in reference)
@@ -230,11 +237,32 @@ def test_tow_on_hand_numbers():
     assert tow({**method, "test_acc": None}, oracle) is None
 
 
-def _write_chain(path, logits: dict, rows: list[RequestRecord], requests: list[dict], labels) -> None:
-    """A run directory as `--save-logits` leaves it, holding only what `chain_privacy` reads."""
+def _write_chain(
+    path, logits: list[dict], rows: list[RequestRecord], requests: list[dict], labels, unlearn_seed: int
+) -> None:
+    """A run directory as `--save-logits` leaves it, holding only what `chain_privacy` reads: chain `unlearn_seed`
+    of seed 0."""
     import json
 
+    import yaml
+
+    identity = {
+        "method": "finetune",
+        "method_args": {"lr": 0.01},
+        "stream": "random",
+        "size": 0.1,
+        "requests": len(requests),
+        "dataset": "digits",
+        "arch": "smallcnn",
+        "seed": 0,
+        "oracle": "retrain",
+        "mia_protocol": "salun",
+        "recipe": {"epochs": 4},
+        "precision": "32-true",
+        **({"unlearn_seed": unlearn_seed} if unlearn_seed else {}),
+    }
     (path / "logits").mkdir(parents=True)
+    (path / "config.yaml").write_text(yaml.safe_dump(identity))
     (path / "manifest.json").write_text(json.dumps({"requests": requests}))
     np.savez(path / "labels.npz", train=labels[0], test=labels[1])
     (path / "metrics.jsonl").write_text("".join(json.dumps(row.to_json()) + "\n" for row in rows))
@@ -242,10 +270,41 @@ def _write_chain(path, logits: dict, rows: list[RequestRecord], requests: list[d
         np.savez(path / "logits" / f"t{t:03d}.npz", **arrays)
 
 
+def _tow_inputs(train: np.ndarray, test: np.ndarray, labels, requests: list[dict], t: int) -> dict:
+    """ToW's inputs as a row holds them after request t, computed apart from the package's scoring: accuracies
+    by argmax; the SVC member rate seeded as `Runner.score` seeds it (seed 0)."""
+    from unlearnbench.evaluation.mia import svc_member_rate, true_label_confidence
+    from unlearnbench.runner import derived_seed
+
+    forget = np.asarray(requests[t - 1]["forget"])
+    retain = np.setdiff1d(np.arange(len(labels[0])), np.concatenate([r["forget"] for r in requests[:t]]))
+    test_retain = np.setdiff1d(np.arange(len(labels[1])), requests[t - 1]["test_forget"])
+
+    def accuracy(logits, indices, split_labels):
+        return 100.0 * float(np.mean(logits[indices].argmax(axis=1) == split_labels[indices]))
+
+    train_p, test_p = true_label_confidence(train, labels[0]), true_label_confidence(test, labels[1])
+    member = svc_member_rate(
+        train_p[retain], test_p[test_retain], train_p[forget], np.random.default_rng(derived_seed(0, t, 1))
+    )
+    return {
+        "forget_acc": accuracy(train, forget, labels[0]),
+        "retain_acc": accuracy(train, retain, labels[0]),
+        "test_acc": accuracy(test, test_retain, labels[1]),
+        "mia_member_rate": member,
+    }
+
+
+def _tow_by_hand(method: dict, oracle: dict, key: str = "forget_acc") -> float:
+    return float(np.prod([1 - abs(method[k] - oracle[k]) / 100 for k in (key, "retain_acc", "test_acc")]))
+
+
 def test_chain_privacy_on_hand_built_run_directories(tmp_path):
     """Three chains whose models *are* the three oracles (F = 1, ε score = 1), and three that still hold
-    F_1 and F_2 at +20 on the true logit (every example separated: F = 0), over T = 2 requests."""
+    F_1 and F_2 at +20 on the true logit (every example separated: F = 0), over T = 2 requests; written in
+    reverse unlearn-seed order, which `chain_privacy` undoes."""
     from unlearnbench.evaluation.chains import chain_privacy
+    from unlearnbench.evaluation.privacy import eps_floor
 
     rng = np.random.default_rng(7)
     labels = (rng.integers(0, 3, 200), rng.integers(0, 3, 150))
@@ -253,34 +312,53 @@ def test_chain_privacy_on_hand_built_run_directories(tmp_path):
     requests = [
         {"t": t, "forget": f.tolist(), "forget_classes": None, "test_forget": []} for t, f in enumerate(forget, 1)
     ]
-    oracles = [[(rng.normal(size=(200, 3)), rng.normal(size=(150, 3))) for _ in range(3)] for _ in forget]
-    scores = {"forget_acc": 40.0, "retain_acc": 90.0, "test_acc": 80.0, "mia_member_rate": 50.0}
-    rows = [RequestRecord(t, "ok", None, scores, {**scores, "forget_acc": 30.0}, None) for t in (1, 2)]
+    # a class-biased logit per oracle, so that the oracles' accuracies differ and so does ToW's pairing
+    oracles = [
+        [
+            (rng.normal(size=(200, 3)) + np.array([0, k, 0]), rng.normal(size=(150, 3)) + np.array([0, k, 0]))
+            for k in range(3)
+        ]
+        for _ in forget
+    ]
 
-    def chains(boost: float) -> list:
-        paths = []
-        for j in range(3):
-            saved = []
-            for t, models in enumerate(oracles):
+    def chains(boost: float) -> tuple[list, list]:
+        paths, inputs = [], []
+        for j in reversed(range(3)):
+            saved, rows, chain_inputs = [], [], []
+            for t, models in enumerate(oracles, start=1):
                 train = models[j][0].copy()
-                held = np.concatenate(forget[: t + 1])
+                held = np.concatenate(forget[:t])
                 train[held, labels[0][held]] += boost
                 names = {"oracle": models[0], "oracle1": models[1], "oracle2": models[2]}
                 arrays = {
                     f"{name}_{split}": z[i] for name, z in names.items() for i, split in enumerate(("train", "test"))
                 }
                 saved.append({"method_train": train, "method_test": models[j][1], **arrays})
+                chain_inputs.append(_tow_inputs(train, models[j][1], labels, requests, t))
+                row_oracle = _tow_inputs(*models[0], labels, requests, t)
+                rows.append(RequestRecord(t, "ok", None, chain_inputs[-1], row_oracle, None))
             path = tmp_path / f"boost{boost}-chain{j}"
-            _write_chain(path, saved, rows, requests, labels)
+            _write_chain(path, saved, rows, requests, labels, unlearn_seed=j)
             paths.append(path)
-        return paths
+            inputs.insert(0, chain_inputs)
+        return paths, inputs
 
-    same_paths = chains(0.0)
+    same_paths, _ = chains(0.0)
     same = chain_privacy(same_paths)
     assert [r["eps_forget_score"] for r in same["requests"]] == [1.0, 1.0]
     assert [r["eps_score"] for r in same["requests"]] == [1.0, 1.0]
+    assert [r["eps_forget_floor"] for r in same["requests"]] == [eps_floor(3)] * 2
     assert same["backward_eps"] == [[1.0], [1.0, 1.0]]
-    assert same["requests"][0]["tow"] == pytest.approx(0.9)  # 1 − |40 − 30| / 100; retain and test equal
+    for t, request in enumerate(same["requests"], start=1):
+        # chain i is oracle i: against its own oracle its ToW is exactly 1 (against oracle 0 it would not be)
+        assert [request["tow"], request["tow_mia"]] == pytest.approx([1.0, 1.0], abs=1e-6)  # accuracies in float32
+        oracle_inputs = [_tow_inputs(*models, labels, requests, t) for models in oracles[t - 1]]
+        pairs = [(oracle_inputs[i], oracle_inputs[j]) for i in range(3) for j in range(i + 1, 3)]
+        assert request["tow_oracles"] == pytest.approx(np.mean([_tow_by_hand(*pair) for pair in pairs]))
+        assert request["tow_mia_oracles"] == pytest.approx(
+            np.mean([_tow_by_hand(*pair, "mia_member_rate") for pair in pairs])
+        )
+        assert request["tow_oracles"] < 1.0
     references = [(z[0], z[1]) for z in oracles[1]]
     assert (
         same["requests"][1]["rmia_auc_chains"][2]
@@ -288,7 +366,13 @@ def test_chain_privacy_on_hand_built_run_directories(tmp_path):
             "rmia_auc"
         ]
     )
-    held = chain_privacy(chains(20.0))
+    held_paths, held_inputs = chains(20.0)
+    held = chain_privacy(held_paths)
+    for t, request in enumerate(held["requests"], start=1):
+        oracle_inputs = [_tow_inputs(*models, labels, requests, t) for models in oracles[t - 1]]
+        paired = [(held_inputs[i][t - 1], oracle_inputs[i]) for i in range(3)]
+        assert request["tow"] == pytest.approx(np.mean([_tow_by_hand(*pair) for pair in paired]))
+        assert request["tow_mia"] == pytest.approx(np.mean([_tow_by_hand(*pair, "mia_member_rate") for pair in paired]))
     assert held["backward_eps"] == [[0.0], [0.0, 0.0]]  # F_1 still identifiable at t = 2
     assert all(auc > 0.9 for row in held["backward_rmia"] for auc in row)
     with pytest.raises(ValueError, match="2 chains need 2 oracles"):
@@ -319,7 +403,7 @@ def test_chain_privacy_with_a_sparse_oracle_schedule_scores_only_the_requests_wi
             names = {f"oracle{k or ''}": z for k, z in enumerate(oracles[t])}
             arrays = {f"{name}_{split}": z[i] for name, z in names.items() for i, split in enumerate(("train", "test"))}
             saved.append({"method_train": train, "method_test": oracles[t][j][1], **arrays})
-        _write_chain(tmp_path / f"chain{j}", saved, rows, requests, labels)
+        _write_chain(tmp_path / f"chain{j}", saved, rows, requests, labels, unlearn_seed=j)
         paths.append(tmp_path / f"chain{j}")
 
     privacy = chain_privacy(paths)
@@ -392,18 +476,115 @@ def test_chain_privacy_of_two_chains_gives_rmia_and_tow_but_no_eps(tmp_path):
     rng = np.random.default_rng(3)
     labels = (rng.integers(0, 3, 60), rng.integers(0, 3, 40))
     requests = [{"t": 1, "forget": list(range(10)), "forget_classes": None, "test_forget": []}]
-    scores = {"forget_acc": 40.0, "retain_acc": 90.0, "test_acc": 80.0, "mia_member_rate": 50.0}
     oracles = [(rng.normal(size=(60, 3)), rng.normal(size=(40, 3))) for _ in range(2)]
     arrays = {
         f"oracle{k or ''}_{split}": z[i] for k, z in enumerate(oracles) for i, split in enumerate(("train", "test"))
     }
     for j in range(2):
         saved = [{"method_train": oracles[j][0], "method_test": oracles[j][1], **arrays}]
-        _write_chain(
-            tmp_path / f"chain{j}", saved, [RequestRecord(1, "ok", None, scores, scores, None)], requests, labels
-        )
+        scores = _tow_inputs(*oracles[j], labels, requests, 1)
+        oracle = _tow_inputs(*oracles[0], labels, requests, 1)
+        rows = [RequestRecord(1, "ok", None, scores, oracle, None)]
+        _write_chain(tmp_path / f"chain{j}", saved, rows, requests, labels, unlearn_seed=j)
     privacy = chain_privacy([tmp_path / "chain0", tmp_path / "chain1"])
     (request,) = privacy["requests"]
     assert request["eps_forget_score"] is None and request["eps_score"] is None
+    assert request["eps_forget_floor"] is None
     assert privacy["backward_eps"] == [[None]]
-    assert request["tow"] == 1.0 and 0 <= request["rmia_auc"] <= 1
+    assert request["tow"] == pytest.approx(1.0, abs=1e-6) and 0 <= request["rmia_auc"] <= 1  # accuracies in float32
+
+
+def _classwise_logits(rng, labels: np.ndarray, separation: float) -> np.ndarray:
+    z = rng.normal(size=(len(labels), 3))
+    z[np.arange(len(labels)), labels] += separation
+    return z
+
+
+def test_rmia_of_a_destroyed_model_is_degenerate_not_chance():
+    """Class-wise, F = class 0. A model destroyed into huge logits that no longer depend on the input: p_y
+    rounds to 0 for every sample and, in logs, is one value per class, so the target orders no (F, test)
+    pair. RMIA used to score it exactly 0.5, the oracle's target; it is degenerate, with the reason."""
+    rng = np.random.default_rng(12)
+    train_labels, test_labels = rng.integers(0, 3, 300), rng.integers(0, 3, 150)
+    forget = np.flatnonzero(train_labels == 0)
+    oracle = (_classwise_logits(rng, train_labels, 2.0), _classwise_logits(rng, test_labels, 2.0))
+    destroyed = np.tile([-4.6e4, 4.4e6, 0.0], (450, 1)).astype(np.float32)
+    result = rmia_attack((destroyed[:300], destroyed[300:]), [oracle], train_labels, test_labels, forget, True)
+    assert result["rmia_auc"] is None and result["rmia_tpr_at_1fpr"] is None
+    assert result["rmia_auc_ties"] == 1.0
+    assert result["rmia_auc_null_lo"] is not None  # the band is still there to read the ties against
+
+
+def test_rmia_in_logs_scores_what_underflows_in_probabilities():
+    """NegGrad+ on digits: true-label margins of 4.6e4–4.4e6, p_y exactly 0 in float64 for every sample, every
+    RMIA score tied (AUC exactly 0.5). In logs the margins still order the samples: here F_t's margins are the
+    smaller ones, so the model still treats F_t apart from unseen samples of its class, and RMIA says so."""
+    from unlearnbench.evaluation.mia import true_label_confidence
+
+    rng = np.random.default_rng(13)
+    train_labels, test_labels = rng.integers(0, 3, 300), rng.integers(0, 3, 150)
+    forget = np.flatnonzero(train_labels == 0)
+    oracle = (_classwise_logits(rng, train_labels, 2.0), _classwise_logits(rng, test_labels, 2.0))
+
+    def wrecked(labels: np.ndarray, low: float, high: float) -> np.ndarray:
+        z = np.zeros((len(labels), 3), dtype=np.float32)
+        z[np.arange(len(labels)), (labels + 1) % 3] = rng.uniform(low, high, len(labels))  # a wrong class on top
+        return z
+
+    target = (wrecked(train_labels, 4.6e4, 1e6), wrecked(test_labels, 1e6, 4.4e6))
+    assert (true_label_confidence(target[0], train_labels) == 0).all()  # what the probabilities saw
+    result = rmia_attack(target, [oracle], train_labels, test_labels, forget, True)
+    assert result["rmia_auc_ties"] == 0.0
+    assert result["rmia_auc"] > result["rmia_auc_null_hi"] and result["rmia_auc"] > 0.9
+
+
+def _reference_floor(models: int, examples: int, seed: int) -> tuple[float, float]:
+    """F of two samples of one standard normal through the transcription of the reference (`metric.py`)."""
+    rng = np.random.default_rng(seed)
+    points = []
+    for _ in range(examples):  # one example at a time: the transcription's score is a mean over examples
+        unlearned, retrained = rng.standard_normal((2, models, 1))
+        points.append(_reference_forget_score(unlearned, retrained))
+    return float(np.mean(points)), float(np.std(points, ddof=1) / math.sqrt(examples))
+
+
+@pytest.mark.parametrize("models", [4, 8])
+def test_eps_floor_table_matches_a_fresh_simulation_of_one_distribution(models):
+    """The oracle-versus-oracle floor at N: two samples of one distribution, scored by the reference's own
+    transcription (not by `simulated_eps_floor`, which made the table), agree within 4 standard errors."""
+    from unlearnbench.evaluation.privacy import EPS_FLOOR, eps_floor
+
+    mean, error = _reference_floor(models, 200, seed=100 + models)
+    assert eps_floor(models) == EPS_FLOOR[models]
+    assert abs(EPS_FLOOR[models] - mean) <= 4 * error
+    assert EPS_FLOOR[models] < 0.5  # a perfect unlearning is far from F = 1 at small N
+
+
+def test_eps_floor_needs_three_models():
+    from unlearnbench.evaluation.privacy import eps_floor
+
+    with pytest.raises(ValueError, match="N >= 3"):
+        eps_floor(2)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("models", [3, 16, 64])
+def test_eps_floor_table_is_its_documented_simulation(models):
+    """`EPS_FLOOR` holds `simulated_eps_floor` at its defaults, rounded: regenerated here, entry for entry."""
+    from unlearnbench.evaluation.privacy import EPS_FLOOR, simulated_eps_floor
+
+    assert EPS_FLOOR[models] == round(simulated_eps_floor(models)[0], 3)
+
+
+def test_the_console_prints_degenerate_and_every_null_band():
+    """An AUC the ties decided reads "degenerate" with its reason, never a number; the SVC advantage carries its
+    null interval as the AUCs carry theirs."""
+    from unlearnbench.console import _cell
+
+    degenerate = {"rmia_auc": None, "rmia_auc_null_lo": 0.5, "rmia_auc_null_hi": 0.5, "rmia_auc_ties": 1.0}
+    assert _cell(degenerate, "rmia_auc") == "degenerate (100% of pairs tied)"
+    scored = {"lira_auc": 0.63, "lira_auc_null_lo": 0.39, "lira_auc_null_hi": 0.61, "lira_auc_ties": 0.0}
+    assert _cell(scored, "lira_auc") == "0.63 [0.39, 0.61]"
+    advantage = {"mia_advantage": 5.0, "mia_advantage_null_lo": -12.6, "mia_advantage_null_hi": 12.6}
+    assert _cell(advantage, "mia_advantage") == "5.00 [-12.60, 12.60]"
+    assert _cell({key: None for key in degenerate}, "rmia_auc") == "—"  # the oracle's row: its own reference

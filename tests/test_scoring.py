@@ -171,6 +171,40 @@ def test_svc_validity_and_advantage_equal_an_independent_computation(digits, fix
     )
     assert scores["mia_advantage"] == pytest.approx(expected)
 
+    # its null interval: the same difference with "F_t" and "unseen" relabelled at random over the pooled calls
+    calls = np.r_[half.predict(train_conf[request.forget][:, None]), half.predict(unseen_conf[:, None])]
+    n_forget, n_unseen = len(request.forget), len(unseen_conf)
+    shuffled = np.random.default_rng(9).permuted(np.tile(calls, (20000, 1)), axis=1)
+    differences = 100.0 * (shuffled[:, :n_forget].mean(axis=1) - shuffled[:, n_forget:].mean(axis=1))
+    step = 100.0 / n_forget + 100.0 / n_unseen  # one sample moved from one side to the other
+    for key, quantile in (("mia_advantage_null_lo", 0.025), ("mia_advantage_null_hi", 0.975)):
+        assert scores[key] == pytest.approx(np.quantile(differences, quantile), abs=step)
+
+
+def _advantage(target: np.ndarray, seed: int) -> dict:
+    """The SVC advantage of a model whose members (retain) are confident (p_y in [0.9, 1]) and non-members
+    less so, on forget samples `target`, against 60 unseen samples of the non-members' kind."""
+    from unlearnbench.evaluation.mia import svc_validity_and_advantage
+
+    rng = np.random.default_rng(seed)
+    members, nonmembers = rng.uniform(0.9, 1.0, 400), rng.uniform(0.2, 0.95, 400)
+    unseen = rng.uniform(0.2, 0.95, 60)
+    return svc_validity_and_advantage(
+        members, nonmembers, np.arange(400), target, np.arange(400, 460), unseen, np.random.default_rng(seed)
+    )
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_svc_advantage_interval_holds_zero_without_membership_and_excludes_it_with(seed):
+    """F_t never seen (its confidences drawn like the unseen samples'): the interval contains 0 and the
+    advantage; F_t memorized (drawn like the members'): the advantage lies above the interval."""
+    rng = np.random.default_rng(100 + seed)
+    never_seen = _advantage(rng.uniform(0.2, 0.95, 150), seed)
+    assert never_seen["mia_advantage_null_lo"] < 0 < never_seen["mia_advantage_null_hi"]
+    assert never_seen["mia_advantage_null_lo"] <= never_seen["mia_advantage"] <= never_seen["mia_advantage_null_hi"]
+    memorized = _advantage(rng.uniform(0.9, 1.0, 150), seed)
+    assert memorized["mia_advantage"] > memorized["mia_advantage_null_hi"] > 0
+
 
 def test_gap_acc_leaves_the_attack_out():
     method = {"forget_acc": 10.0, "retain_acc": 90.0, "test_acc": 80.0, "mia_member_rate": 5.0, "forget_test_acc": 3.0}

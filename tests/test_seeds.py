@@ -125,6 +125,7 @@ def test_unlearn_seeds_make_k_chains_that_differ_only_in_unlearn_seed(tmp_path):
 def test_chain_privacy_recomputes_the_live_numbers_from_saved_logits(tmp_path):
     """K = 3 chains (unlearn seeds 0, 1, 2) with K = 3 oracles, T = 2, saved with --save-logits."""
     from unlearnbench.evaluation.chains import chain_privacy
+    from unlearnbench.evaluation.privacy import eps_floor
 
     store = tmp_path / "store"
     results = [
@@ -138,7 +139,13 @@ def test_chain_privacy_recomputes_the_live_numbers_from_saved_logits(tmp_path):
     for t, request in enumerate(privacy["requests"]):
         live = [result.rows[t].method for result in results]
         assert request["rmia_auc_chains"] == [row["rmia_auc"] for row in live]  # live == recomputed
-        assert request["tow"] == pytest.approx(np.mean([row["tow"] for row in live]))
+        # chain 0 meets oracle 0, its row's oracle, rescored from its saved logits as the runner scored it: its
+        # live ToW; chains 1 and 2 meet oracles 1 and 2 (RUM's pairing), which their live rows never saw
+        assert [request["tow_chains"][0], request["tow_mia_chains"][0]] == pytest.approx(
+            [live[0]["tow"], live[0]["tow_mia"]]
+        )
+        assert request["tow"] == pytest.approx(np.mean(request["tow_chains"]))
+        assert 0 < request["tow_oracles"] <= 1 and request["eps_forget_floor"] == eps_floor(3)
         assert 0 <= request["eps_forget_score"] <= 1
         assert privacy["backward_eps"][t][t] == request["eps_forget_score"]
         assert privacy["backward_rmia"][t][t] == pytest.approx(request["rmia_auc"])

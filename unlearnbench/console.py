@@ -26,13 +26,16 @@ def _fmt(value) -> str:
 
 
 def _cell(scores: dict, key: str) -> str:
-    """A table cell in the metric's own decimals; the SVC validity reads "n.s." when its 95% interval contains chance."""
+    """A table cell in the metric's own decimals; the SVC validity reads "n.s." when its 95% interval contains chance,
+    an AUC and the SVC advantage carry their null band, and an AUC the ties decided reads "degenerate"."""
     text = METRIC_KEYS[key].format(scores.get(key))
     lo, hi = scores.get("mia_validity_lo"), scores.get("mia_validity_hi")
     if key == "mia_validity" and scores.get(key) is not None and not significant(lo, hi):
         text += " n.s."
-    if key in ("lira_auc", "rmia_auc") and scores.get(f"{key}_null_lo") is not None:  # the chance band beside every AUC
-        text += f" [{scores[f'{key}_null_lo']:.2f}, {scores[f'{key}_null_hi']:.2f}]"
+    if key in ("lira_auc", "rmia_auc") and scores.get(key) is None and scores.get(f"{key}_ties") is not None:
+        return f"degenerate ({100 * scores[f'{key}_ties']:.0f}% of pairs tied)"
+    if key in ("lira_auc", "rmia_auc", "mia_advantage") and scores.get(f"{key}_null_lo") is not None:
+        text += f" [{scores[f'{key}_null_lo']:.2f}, {scores[f'{key}_null_hi']:.2f}]"  # the chance band beside it
     return text
 
 

@@ -3,11 +3,24 @@
 A chain is one run; K chains differ only in `unlearn_seed` (a suite's `unlearn_seeds: K`) and were
 run with `--oracle-seeds K --save-logits`, so they share the stream, the pretrained model and the
 K oracles of every scheduled request. Per request t this gives the ε score (N = K chains against
-the K oracles of t on F_t, `privacy.eps_score`), RMIA (each chain against every oracle of t, as
-live) and ToW; and the backward-privacy matrices: at every t, the ε forget score and the mean RMIA
-AUC of each earlier F_s (s ≤ t) against the oracles of t, which never saw F_1..F_t. A row of the ε
-matrix that falls while t grows means forgotten data becomes identifiable again as later requests
-are served; the diagonal is the per-request number.
+the K oracles of t on F_t, `privacy.eps_score`) beside its target at this K, the oracle-versus-
+oracle floor `privacy.eps_floor(K)` (`eps_forget_floor`); RMIA (each chain against every oracle of
+t, as live); and ToW; and the backward-privacy matrices: at every t, the ε forget score and the
+mean RMIA AUC of each earlier F_s (s ≤ t) against the oracles of t, which never saw F_1..F_t. A
+row of the ε matrix that falls while t grows means forgotten data becomes identifiable again as
+later requests are served; the diagonal is the per-request number.
+
+Chains are taken in unlearn-seed order (a suite's chain i has unlearn seed seed + i), and every
+per-chain list follows it. ToW pairs chain i with oracle i (train seed train_seed + i), as RUM
+pairs the model unlearned with seed s with the model retrained with seed s (`privacy` module
+docstring); chain 0 meets oracle 0, its row's oracle, so its ToW is its live one. Oracle i's
+scores are those the runner gives a row's oracle (`scoring.request_scores`, the row's SVC seed and
+protocol), recomputed from its saved logits. `tow_oracles`/`tow_mia_oracles`, the mean ToW of
+one oracle against another over the pairs i < j, is what retraining itself scores at this seed
+noise: ToW's reachable level, below 1.
+
+A chain whose RMIA is degenerate (`oracle_mia.attack_auc`: its AUC None) is counted in
+`rmia_degenerate` and left out of the means; a mean with every chain degenerate is None.
 
 Sparse oracle schedules (`--oracle-every E`: oracles at t = E, 2E, ... and T only). The reference
 distribution of every number at t is the oracles of t itself: for F_t, and for an earlier F_s at a
@@ -27,11 +40,15 @@ from pathlib import Path
 import numpy as np
 
 from unlearnbench.errors import DamagedFileError
+from unlearnbench.evaluation.evaluator import EvalLogits
 from unlearnbench.evaluation.keys import accuracy
 from unlearnbench.evaluation.oracle_mia import logit_confidence
-from unlearnbench.evaluation.privacy import EPS_KEYS, eps_score, forget_score, rmia_attack, tow_scores
-from unlearnbench.records import RequestRecord
+from unlearnbench.evaluation.privacy import EPS_KEYS, eps_floor, eps_score, forget_score, rmia_attack, tow_scores
+from unlearnbench.evaluation.scoring import request_scores
+from unlearnbench.records import RequestRecord, RunIdentity
 from unlearnbench.rundir import RunDirectory, SavedLogits
+from unlearnbench.runner import derived_seed
+from unlearnbench.streams.base import Request
 
 #: The ε score's smallest N: with 2 models a side its buckets stop at ceil(log 1) = 0 (`privacy.bucket_points`).
 MIN_EPS_CHAINS = 3
@@ -39,12 +56,17 @@ MIN_EPS_CHAINS = 3
 
 @dataclass(frozen=True)
 class Chain:
-    """One chain's manifest, and the rows and saved logits of the requests served (up to a diverged one, which
-    saved none)."""
+    """One chain's identity, manifest, and the rows and saved logits of the requests served (up to a diverged one,
+    which saved none)."""
 
+    identity: RunIdentity
     manifest: dict
     rows: list[RequestRecord]
     logits: list[SavedLogits]
+
+    @property
+    def unlearn_seed(self) -> int:
+        return self.identity.seed if self.identity.unlearn_seed is None else self.identity.unlearn_seed
 
     @classmethod
     def load(cls, path: Path) -> Chain:
@@ -56,7 +78,7 @@ class Chain:
         if None in logits:
             missing = rows[logits.index(None)].t
             raise DamagedFileError(f"{path} holds no saved logits of request {missing}; run it with --save-logits")
-        return cls(run_dir.manifest(), rows, logits)
+        return cls(run_dir.identity(), run_dir.manifest(), rows, logits)
 
 
 def _oracles(saved: SavedLogits, split: str) -> list[np.ndarray]:
@@ -78,11 +100,70 @@ def _utility(train, test, labels, retain: np.ndarray, test_retain: np.ndarray) -
     }
 
 
-def _rmia_aucs(saved: list[SavedLogits], references: list, labels, forget: np.ndarray, classwise: bool) -> list[float]:
+def _rmia_aucs(
+    saved: list[SavedLogits], references: list, labels, forget: np.ndarray, classwise: bool
+) -> list[float | None]:
     return [
         rmia_attack((z.method["train"], z.method["test"]), references, *labels, forget, classwise)["rmia_auc"]
         for z in saved
     ]
+
+
+def _mean(values: list[float | None]) -> float | None:
+    """The mean of the values that exist (a degenerate chain's RMIA is None); None if none does."""
+    values = [value for value in values if value is not None]
+    return float(np.mean(values)) if values else None
+
+
+def _requests(manifest_requests: list[dict], labels) -> list[Request]:
+    """The stream's requests as the runner scored them (`streams.base.build_requests`), from the manifest."""
+    train, test = np.arange(len(labels[0])), np.arange(len(labels[1]))
+    requests, forgotten = [], np.array([], dtype=np.int64)
+    for entry in manifest_requests:
+        forget = np.asarray(entry["forget"], dtype=np.int64)
+        forgotten = np.union1d(forgotten, forget)
+        test_forget = np.asarray(entry["test_forget"], dtype=np.int64)
+        requests.append(
+            Request(
+                t=entry["t"],
+                forget=forget,
+                forgotten=forgotten,
+                retain=np.setdiff1d(train, forgotten, assume_unique=True),
+                forget_classes=tuple(entry["forget_classes"]) if entry["forget_classes"] else None,
+                test_forget=test_forget,
+                test_retain=np.setdiff1d(test, test_forget, assume_unique=True),
+            )
+        )
+    return requests
+
+
+def _oracle_scores(oracle_train, oracle_test, labels, requests: list[Request], t: int, identity: RunIdentity):
+    """Each oracle's scores after request t as the runner scores a row's oracle (`Runner.score`: the SVC attack
+    seeded with `derived_seed(seed, t, 1)`, the run's protocol)."""
+    return [
+        request_scores(
+            EvalLogits(train, test),
+            *labels,
+            requests[t - 1],
+            requests,
+            train.shape[1],
+            mia_seed=derived_seed(identity.seed, t, 1),
+            mia_protocol=identity.mia_protocol,
+        )
+        for train, test in zip(oracle_train, oracle_test, strict=True)
+    ]
+
+
+def _paired_tow(chains: list[Chain], oracles: list[dict], t: int) -> dict:
+    """`tow`, `tow_mia`: the mean over chains of chain i against oracle i (each chain's in `<key>_chains`);
+    `tow_oracles`, `tow_mia_oracles`: the mean over the oracle pairs i < j (both ToWs are symmetric)."""
+    paired = [tow_scores(chain.rows[t - 1].method, oracle) for chain, oracle in zip(chains, oracles, strict=True)]
+    pairs = [tow_scores(oracles[i], oracles[j]) for i in range(len(oracles)) for j in range(i + 1, len(oracles))]
+    result = {}
+    for key in ("tow", "tow_mia"):
+        result |= {key: _mean([row[key] for row in paired]), f"{key}_chains": [row[key] for row in paired]}
+        result[f"{key}_oracles"] = _mean([row[key] for row in pairs])
+    return result
 
 
 def _shared_stream(chains: list[Chain]) -> list[dict]:
@@ -107,20 +188,21 @@ def _shared_oracles(saved: list[SavedLogits], t: int) -> tuple[list[np.ndarray],
 
 
 def chain_privacy(paths: Sequence[Path | str]) -> dict:
-    """`requests` (ε score, RMIA and ToW over the chains, one entry per request with oracles, each naming its
-    `t`) and `backward_eps`/`backward_rmia` (one row per request served, row t − 1 holding the values of
-    F_1..F_t at t; None for a request without oracles).
+    """`requests` (ε score beside its floor, RMIA and ToW over the chains, one entry per request with oracles, each
+    naming its `t`) and `backward_eps`/`backward_rmia` (one row per request served, row t − 1 holding the values
+    of F_1..F_t at t; None for a request without oracles).
 
     Every chain must hold the same stream, the same oracle schedule and, at a scheduled request, as
     many oracles as there are chains. With 2 chains the ε values are None (every F would be 0) and
     RMIA and ToW are still computed.
     """
-    chains = [Chain.load(Path(path)) for path in paths]
-    requests = _shared_stream(chains)
+    chains = sorted((Chain.load(Path(path)) for path in paths), key=lambda chain: chain.unlearn_seed)
+    manifest_requests = _shared_stream(chains)
     saved_labels = RunDirectory(Path(paths[0])).labels()
     labels = (saved_labels.train, saved_labels.test)
-    classwise = requests[0].get("forget_classes") is not None
-    forget = [np.asarray(r["forget"], dtype=np.int64) for r in requests]
+    requests = _requests(manifest_requests, labels)
+    classwise = requests[0].forget_classes is not None
+    eps_chains = len(chains) >= MIN_EPS_CHAINS
     result: dict = {"chains": len(chains), "requests": [], "backward_eps": [], "backward_rmia": []}
     for t in range(1, min(len(chain.rows) for chain in chains) + 1):
         saved = [chain.logits[t - 1] for chain in chains]
@@ -131,36 +213,37 @@ def chain_privacy(paths: Sequence[Path | str]) -> dict:
             continue
         references = list(zip(oracle_train, oracle_test, strict=True))
         method_train, method_test = [z.method["train"] for z in saved], [z.method["test"] for z in saved]
-        retain = np.setdiff1d(np.arange(len(labels[0])), np.concatenate(forget[:t]))
-        test_retain = np.setdiff1d(
-            np.arange(len(labels[1])), np.asarray(requests[t - 1]["test_forget"], dtype=np.int64)
-        )
+        request = requests[t - 1]
         scores = dict.fromkeys(EPS_KEYS)
-        if len(chains) >= MIN_EPS_CHAINS:
+        if eps_chains:
             scores = eps_score(
-                _phi(method_train, labels[0], forget[t - 1]),
-                _phi(oracle_train, labels[0], forget[t - 1]),
-                _utility(method_train, method_test, labels, retain, test_retain),
-                _utility(oracle_train, oracle_test, labels, retain, test_retain),
+                _phi(method_train, labels[0], request.forget),
+                _phi(oracle_train, labels[0], request.forget),
+                _utility(method_train, method_test, labels, request.retain, request.test_retain),
+                _utility(oracle_train, oracle_test, labels, request.retain, request.test_retain),
             )
-        rmia = [_rmia_aucs(saved, references, labels, forget[s], classwise) for s in range(t)]
-        tows = [tow_scores(chain.rows[t - 1].method, chain.rows[t - 1].oracle) for chain in chains]
+        rmia = [_rmia_aucs(saved, references, labels, requests[s].forget, classwise) for s in range(t)]
+        oracles = _oracle_scores(oracle_train, oracle_test, labels, requests, t, chains[0].identity)
         result["requests"].append(
             {
                 "t": t,
                 **scores,
-                "rmia_auc": float(np.mean(rmia[-1])),
+                "eps_forget_floor": eps_floor(len(chains)) if eps_chains else None,
+                "rmia_auc": _mean(rmia[-1]),
                 "rmia_auc_chains": rmia[-1],
-                **{key: float(np.mean([row[key] for row in tows])) for key in ("tow", "tow_mia")},
+                "rmia_degenerate": sum(auc is None for auc in rmia[-1]),
+                **_paired_tow(chains, oracles, t),
             }
         )
         result["backward_eps"].append(
             [
-                forget_score(_phi(method_train, labels[0], forget[s]), _phi(oracle_train, labels[0], forget[s]))
-                if len(chains) >= MIN_EPS_CHAINS
+                forget_score(
+                    _phi(method_train, labels[0], requests[s].forget), _phi(oracle_train, labels[0], requests[s].forget)
+                )
+                if eps_chains
                 else None
                 for s in range(t)
             ]
         )
-        result["backward_rmia"].append([float(np.mean(aucs)) for aucs in rmia])
+        result["backward_rmia"].append([_mean(aucs) for aucs in rmia])
     return result

@@ -192,12 +192,20 @@ for _metric in (
     MetricKey("mia_validity_hi", "upper end of its 95% binomial interval", True, False),
     MetricKey(
         "mia_advantage",
-        "SVC member rate on F_t − on unseen samples of its classes",
+        "SVC member rate on F_t − on unseen samples of its classes (n.s. inside its permutation null interval)",
         False,
         True,
         console=True,
         leaderboard="mia_adv",
     ),
+    MetricKey(
+        "mia_advantage_null_lo",
+        "low end of its 95% permutation null interval (F_t vs unseen labels)",
+        False,
+        False,
+        True,
+    ),
+    MetricKey("mia_advantage_null_hi", "high end of its 95% permutation null interval", False, False, True),
     # Oracle-calibrated confidence attack (evaluation/oracle_mia.py): the oracle's value is chance, 0.5.
     MetricKey(
         "lira_auc",
@@ -207,6 +215,14 @@ for _metric in (
         console=True,
     ),
     MetricKey("lira_tpr_at_1fpr", "% of F_t flagged at 1% false positives (None under 100 negatives)", False, True),
+    MetricKey(
+        "lira_auc_ties",
+        "share of (F_t, test) pairs the target's φ or the score leaves tied; lira_auc None (degenerate) when they could "
+        "put it anywhere across its null band",
+        False,
+        False,
+        True,
+    ),
     MetricKey("phi_auc", "AUC of raw logit-confidence φ, F_t vs test non-members (no reference)", False, True),
     MetricKey("phi_retain_auc", "AUC of raw φ, retain vs test: how visible true membership is", False, True),
     # Privacy numbers that compare models (evaluation/privacy.py); the oracle's RMIA value is chance, 0.5.
@@ -219,17 +235,41 @@ for _metric in (
     ),
     MetricKey("rmia_tpr_at_1fpr", "% of F_t RMIA flags at 1% false positives (None under 100 negatives)", False, True),
     MetricKey(
+        "rmia_auc_ties",
+        "share of (F_t, test) pairs the target's log p_y or the score leaves tied; rmia_auc None (degenerate) when "
+        "they could put it anywhere across its null band",
+        False,
+        False,
+        True,
+    ),
+    MetricKey(
         "tow",
-        "ToW: product over forget/retain/test of (1 − |acc − oracle's| / 100); 1 = the oracle",
+        "ToW: product over forget/retain/test of (1 − |acc − oracle's| / 100); 1 = identical to its oracle",
         True,
         False,
         console=True,
     ),
     MetricKey("tow_mia", "ToW with the SVC member rate in place of the forget accuracy", True, False),
     MetricKey(
-        "eps_forget_score", "NeurIPS-2023 forget score F over N chains vs N oracles; ~1 = the oracles", True, False
+        "tow_oracles", "ToW of one oracle against another (chains only): what retraining itself scores", True, False
     ),
-    MetricKey("eps_score", "F · (RA / RA_oracles) · (TA / TA_oracles), the challenge's final score", True, False),
+    MetricKey("tow_mia_oracles", "ToW-MIA of one oracle against another (chains only)", True, False),
+    MetricKey(
+        "eps_forget_score",
+        "NeurIPS-2023 forget score F over N chains vs N oracles; target: eps_forget_floor at that N, never 1",
+        True,
+        True,
+    ),
+    MetricKey(
+        "eps_score", "F · (RA / RA_oracles) · (TA / TA_oracles), the challenge's final score; target as F", True, True
+    ),
+    MetricKey(
+        "eps_forget_floor",
+        "F of N oracles against N other oracles (two samples of one distribution): 0.26 at N = 4, 0.19 at N = 8",
+        True,
+        False,
+        True,
+    ),
     # Written by the runner: the gaps to the oracle (`gap_acc` leaves the SVC member rate out: on well-fit data it
     # re-measures confident correctness, see evaluation/mia.py, and made 1.79 of a 1.93 Avg.Gap), the gain, timings.
     MetricKey(

@@ -22,6 +22,16 @@ at these sample sizes: with the ~36 test images of one digits class as negatives
 positives) the band is [0.39, 0.61] on the default class-wise stream, wide enough to hold a model
 that still remembers F_t a little.
 
+Degenerate inputs are flagged, never scored as chance
+-----------------------------------------------------
+A (member, non-member) pair the target model cannot order (its own signal, φ here and log p_y
+for RMIA, equal on both) or the attack's score does not order (a tie, worth ½) is *undecided*.
+`<auc>_ties` is the share of such pairs. When breaking them one way or the other could put the AUC
+anywhere from its null band's low end to its high end, the AUC says nothing about the target: it
+and the TPR are None (degenerate), and `<auc>_ties` says why. The case that needs it: a model
+destroyed into input-independent outputs (every φ of a class equal) would otherwise score exactly
+the oracle's 0.5, or whatever the references alone say.
+
 What it computes
 ----------------
 - Statistic per sample: the logit-scaled confidence of the true label,
@@ -59,7 +69,7 @@ from sklearn.metrics import roc_curve
 
 from unlearnbench.rundir import RunDirectory
 
-ATTACK_KEYS = ("lira_auc", "lira_auc_null_lo", "lira_auc_null_hi", "lira_tpr_at_1fpr")
+ATTACK_KEYS = ("lira_auc", "lira_auc_null_lo", "lira_auc_null_hi", "lira_auc_ties", "lira_tpr_at_1fpr")
 PHI_KEYS = ("phi_auc", "phi_retain_auc")
 #: Permutations behind every null band, and the band's coverage.
 NULL_PERMUTATIONS, NULL_LEVEL = 1000, 0.95
@@ -152,6 +162,52 @@ def _with_band(key: str, positive: np.ndarray, negative: np.ndarray) -> dict:
     return {f"{key}_null_lo": low, f"{key}_null_hi": high}
 
 
+def undecided_pairs(
+    positive: np.ndarray, negative: np.ndarray, signal_positive: np.ndarray, signal_negative: np.ndarray
+) -> tuple[float, float]:
+    """(share, credit) of the (positive, negative) pairs the target leaves undecided: its signal equal on both,
+    or the attack's score equal. `share`: their share of all pairs; `credit`: what they add to the AUC (½ per
+    score tie, 1 per signal tie whose scores the references order the positive's way).
+
+    By sorting, O((n_p + n_n) log n_n): the pairs are (score, signal) couples compared in
+    lexicographic order (NumPy orders complex numbers so), never enumerated.
+    """
+    pairs = len(positive) * len(negative)
+    score_ties = _equal_count(negative, positive)
+    signal_ties = _equal_count(signal_negative, signal_positive)
+    keys = np.sort(np.asarray(signal_negative, float) + 1j * np.asarray(negative, float))
+    wanted = np.asarray(signal_positive, float) + 1j * np.asarray(positive, float)
+    both = np.searchsorted(keys, wanted, side="right") - np.searchsorted(keys, wanted, side="left")
+    lowest = wanted.real.astype(complex)
+    lowest.imag = -np.inf  # (signal, −∞): before every score of that signal (1j * inf would make a NaN)
+    below = np.searchsorted(keys, wanted, side="left") - np.searchsorted(keys, lowest, side="left")
+    share = (score_ties.sum() + signal_ties.sum() - both.sum()) / pairs
+    return float(share), float((score_ties.sum() / 2 + below.sum()) / pairs)
+
+
+def _equal_count(values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """For each of `wanted`, how many of `values` equal it."""
+    values = np.sort(values)
+    return np.searchsorted(values, wanted, side="right") - np.searchsorted(values, wanted, side="left")
+
+
+def attack_auc(key: str, positive: np.ndarray, negative: np.ndarray, signal: tuple[np.ndarray, np.ndarray]) -> dict:
+    """`key` (ROC AUC of scores where positives should score higher), its null band, `<key>_ties` and its TPR at
+    1% FPR (%, under `tpr`), the target model's own `signal` (positives, negatives) deciding which pairs it orders.
+
+    Degenerate (AUC and TPR None, `<key>_ties` the reason) when the undecided pairs (`undecided_pairs`)
+    could put the AUC anywhere across its null band: AUC − credit ≤ low and AUC − credit + share ≥ high.
+    """
+    auc, tpr = auc_and_tpr(positive, negative)
+    band = _with_band(key, positive, negative)
+    if auc is None:
+        return {key: None, **band, f"{key}_ties": None, "tpr": None}
+    share, credit = undecided_pairs(positive, negative, *signal)
+    if auc - credit <= band[f"{key}_null_lo"] and auc - credit + share >= band[f"{key}_null_hi"]:
+        auc = tpr = None
+    return {key: auc, **band, f"{key}_ties": share, "tpr": None if tpr is None else 100.0 * tpr}
+
+
 def nonmember_indices(test_labels: np.ndarray, forget_labels: np.ndarray, classwise: bool) -> np.ndarray:
     """Test samples used as non-members: those of F_t's classes for class-wise streams, else all."""
     if classwise:
@@ -167,23 +223,26 @@ def oracle_referenced_attack(
     forget: np.ndarray,
     classwise: bool,
 ) -> dict:
-    """`lira_auc`, `lira_tpr_at_1fpr` of `target` (train logits, test logits) on F = `forget`.
+    """`lira_auc` (+ null band, `lira_auc_ties`; None where degenerate), `lira_tpr_at_1fpr` of `target` (train
+    logits, test logits) on F = `forget`, the target's φ deciding which pairs it orders (`attack_auc`).
 
     Every reference must be OUT for `forget` (an oracle that never saw it); test samples are OUT for all.
     """
     forget = np.asarray(forget)
     negatives = nonmember_indices(test_labels, train_labels[forget], classwise)
-    positive = lira_scores(
+    signal = (
         logit_confidence(target[0][forget], train_labels[forget]),
-        np.stack([logit_confidence(ref[0][forget], train_labels[forget]) for ref in references]),
+        logit_confidence(target[1][negatives], test_labels[negatives]),
+    )
+    positive = lira_scores(
+        signal[0], np.stack([logit_confidence(ref[0][forget], train_labels[forget]) for ref in references])
     )
     negative = lira_scores(
-        logit_confidence(target[1][negatives], test_labels[negatives]),
-        np.stack([logit_confidence(ref[1][negatives], test_labels[negatives]) for ref in references]),
+        signal[1], np.stack([logit_confidence(ref[1][negatives], test_labels[negatives]) for ref in references])
     )
-    auc, tpr = auc_and_tpr(positive, negative)
-    band = _with_band("lira_auc", positive, negative)
-    return {"lira_auc": auc, **band, "lira_tpr_at_1fpr": None if tpr is None else 100.0 * tpr}
+    result = attack_auc("lira_auc", positive, negative, signal)
+    result["lira_tpr_at_1fpr"] = result.pop("tpr")
+    return result
 
 
 def reference_free_attack(

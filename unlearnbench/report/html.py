@@ -112,7 +112,7 @@ def _privacy_table(entry) -> str:
     """The per-request privacy numbers of a variant's unlearning chains (`leaderboard.ChainPrivacy`)."""
     privacy = entry.privacy
     rows = [
-        f"<tr><td>{t + 1}</td>" + "".join(f"<td>{privacy_cell(privacy.requests[k][t])}</td>" for k in PRIVACY_KEYS)
+        f"<tr><td>{t + 1}</td>" + "".join(f"<td>{privacy_cell(k, privacy.requests[k][t])}</td>" for k in PRIVACY_KEYS)
         for t in range(len(privacy.requests[PRIVACY_KEYS[0]]))
     ]
     header = "<tr><th>t</th>" + "".join(f"<th>{_e(key)}</th>" for key in PRIVACY_KEYS) + "</tr>"

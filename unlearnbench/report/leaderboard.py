@@ -14,7 +14,9 @@ What a cell shows, per method, over the seeds whose run finished:
 - gap_acc (the headline, first column), forget_acc, forget_test_acc, retain_acc, test_acc,
   mia_member_rate, mia_validity, mia_advantage, gap: the value after the last request T (from
   `metrics.jsonl`); a mia_validity cell ends in "n.s." when, for some averaged seed, its 95% interval
-  contains 50 (the attack tells members from non-members no better than a coin);
+  contains 50 (the attack tells members from non-members no better than a coin), a mia_advantage cell
+  when, for some averaged seed, it lies inside its 95% permutation null interval (no evidence of
+  membership either way at these sample sizes);
 - mean_gap_acc, mean_gap: gap_acc and the Avg.Gap averaged over the requests with an oracle (every
   request unless `--oracle-every` schedules them);
 - single_acc, fwd_fail, fwd_fail_mean: the plasticity-collapse paper's table, the forget accuracy on
@@ -35,8 +37,10 @@ What a cell shows, per method, over the seeds whose run finished:
 
 A row whose K >= 2 chains of one seed were run with `--save-logits` and K oracles per request also
 gets its privacy over the chains (`evaluation.chains.chain_privacy`, mean over seeds): a table of
-the ε score, RMIA AUC and ToW at each request with oracles, and the backward-privacy heatmaps beside
-its history heatmap (`report/plots.py`).
+the ε score beside its target at that K (`eps_forget_floor`, the oracles' own F), the RMIA AUC
+beside the number of chains whose RMIA is degenerate, and ToW beside one oracle's ToW against
+another, at each request with oracles; and the backward-privacy heatmaps beside its history
+heatmap (`report/plots.py`).
 
 The best method per column is marked (bold in Markdown, highlighted in HTML, listed in CSV): the
 one closest to the oracle's mean where the oracle is the target (arrow `→oracle`), else the lowest
@@ -270,6 +274,7 @@ class RunRecord:
         values["mean_gap"] = summary.get("mean_gap")
         values["mean_gap_acc"] = summary.get("mean_gap_acc")
         values["mia_validity_ns"] = _not_significant(last)
+        values["mia_advantage_ns"] = _inside_null(last)
         values["rememorization_events"] = summary.get("rememorization_events")
         times = [row.method.get("rte_s") for row in rows]
         values["rte_s"] = float(sum(times)) if all(v is not None for v in times) else None
@@ -295,6 +300,7 @@ class RunRecord:
         values["forward_failure"] = values["forward_failure_mean"] = 0.0
         values["gap"] = values["mean_gap"] = values["gap_acc"] = values["mean_gap_acc"] = 0.0
         values["mia_validity_ns"] = _not_significant(last)
+        values["mia_advantage_ns"] = _inside_null(last)
         values["rte_s"] = None
         return values
 
@@ -321,6 +327,12 @@ def _not_significant(scores: dict) -> bool:
     return scores.get("mia_validity") is not None and not significant(
         scores.get("mia_validity_lo"), scores.get("mia_validity_hi")
     )
+
+
+def _inside_null(scores: dict) -> bool:
+    """The SVC advantage lies inside its permutation null interval (rows made before it existed have none)."""
+    low, high = scores.get("mia_advantage_null_lo"), scores.get("mia_advantage_null_hi")
+    return scores.get("mia_advantage") is not None and low is not None and low <= scores["mia_advantage"] <= high
 
 
 def read_run(path: Path) -> RunRecord:
@@ -628,8 +640,9 @@ def _reference_entry(label: str, runs: list[RunRecord], values_of, **role: bool)
 
 
 def _note_validity(cells: dict[str, Cell], values: list[dict]) -> None:
-    if any(v.get("mia_validity_ns") for v in values):
-        cells["mia_validity"].note = "n.s."
+    for key in ("mia_validity", "mia_advantage"):
+        if any(v.get(f"{key}_ns") for v in values):
+            cells[key].note = "n.s."
 
 
 def _mark_best(entries: list[Entry], oracle: Entry | None, columns: tuple[Column, ...]) -> None:
@@ -694,7 +707,8 @@ def _run_date(run: RunRecord) -> str:
 INTRO = (
     "Headline: `gap_acc`, the mean |method − oracle| over the accuracy columns; `gap` (the papers' "
     "Avg.Gap) also averages the SVC member rate, which on well-fit data re-measures confident "
-    "correctness rather than membership (read it with `mia_valid`: n.s. = no better than chance). "
+    "correctness rather than membership (read it with `mia_valid`: n.s. = no better than chance; `mia_adv` "
+    "n.s. = inside its permutation null interval). "
     "Values after the last request T, mean ± sample std over seeds (n = runs averaged: seeds × unlearning chains); "
     "`mean_gap` averages the gap over the requests with an oracle; `fwd_fail` = forget_acc on F_T of the "
     "continual method − of the same method serving F_T as a single task from the pretrained model (`single_acc`; "
@@ -753,7 +767,7 @@ def _privacy_markdown(entry: Entry) -> list[str]:
     lines = [f"### {_md_escape(privacy_caption(entry))}", "", "| t | " + " | ".join(PRIVACY_KEYS) + " |"]
     lines.append("|---:|" + "---:|" * len(PRIVACY_KEYS))
     for t in range(len(privacy.requests[PRIVACY_KEYS[0]])):
-        cells = [privacy_cell(privacy.requests[key][t]) for key in PRIVACY_KEYS]
+        cells = [privacy_cell(key, privacy.requests[key][t]) for key in PRIVACY_KEYS]
         lines.append(f"| {t + 1} | " + " | ".join(cells) + " |")
     return [*lines, ""]
 

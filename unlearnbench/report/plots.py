@@ -6,7 +6,8 @@
 - `backward_eps-<method>.png`, `backward_rmia-<method>.png` (beside it, where the method has K >= 2
   unlearning chains saved with `--save-logits`): the backward-privacy matrices, the ε forget score
   (K >= 3) and the RMIA AUC of F_s at t against the oracles of t, on a fixed 0–1 scale, rows without
-  oracles blank;
+  oracles blank; the colour bar marks each one's target: the oracles' own F at this K
+  (`privacy.eps_floor(K)`, never 1) and RMIA's chance, 0.5;
 - `forget_acc.png`: forget_acc after each request t, every method and the oracle (dashed black, at
   the requests that have one, drawn on top of the methods' lines so it is never hidden);
 - `update_norm.png`: ‖u_t‖ = ‖θ_t − θ_{t−1}‖ over t (from metrics.jsonl, or geometry.csv);
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from unlearnbench.evaluation.privacy import eps_floor
 from unlearnbench.figures import ANNOTATED_REQUESTS, heatmap_figure, history_heatmap_figure, pyplot, thinned_ticks
 
 #: PNG resolution: sharp when a page scales a 6.4-inch figure up, still small (tens of kB)
@@ -128,10 +130,15 @@ def write_group_plots(group, out_dir: Path) -> list[Path]:
     return written + heatmaps
 
 
-#: name -> (title, colour scale, colour bar label, reference level marked on it)
+#: name -> (title, colour scale, colour bar label, reference level marked on it for K chains)
 BACKWARD_PRIVACY = {
-    "eps": ("ε forget score F of F_s at t", (0.0, 1.0), "F (1 = as the oracles)", (1.0, "oracle")),
-    "rmia": ("RMIA AUC of F_s at t", (0.0, 1.0), "RMIA AUC (0.5 = chance)", (0.5, "chance")),
+    "eps": (
+        "ε forget score F of F_s at t",
+        (0.0, 1.0),
+        "F (the oracles' own F at this K marked)",
+        lambda chains: (eps_floor(chains), f"oracles, K={chains}"),
+    ),
+    "rmia": ("RMIA AUC of F_s at t", (0.0, 1.0), "RMIA AUC (0.5 = chance)", lambda chains: (0.5, "chance")),
 }
 
 
@@ -144,7 +151,7 @@ def _backward_privacy_heatmaps(entry, out_dir: Path) -> list[Path]:
         if not np.isfinite(matrix).any():
             continue
         title = f"{entry.label}: {what} ({entry.privacy.chains} chains)"
-        figure = heatmap_figure(matrix, title, scale, label, "{:.2f}", reference)
+        figure = heatmap_figure(matrix, title, scale, label, "{:.2f}", reference(entry.privacy.chains))
         paths.append(_save(figure, out_dir / f"backward_{name}-{_slug(entry.label)}.png"))
     return paths
 

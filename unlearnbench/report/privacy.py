@@ -10,8 +10,22 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: The per-request privacy numbers of `chain_privacy` a variant's table shows.
-PRIVACY_KEYS = ("eps_forget_score", "eps_score", "rmia_auc", "tow", "tow_mia")
+#: The per-request privacy numbers of `chain_privacy` a variant's table shows, each beside its reference at this K:
+#: the ε score beside the oracles' own F (`eps_forget_floor`, the target of both ε columns), RMIA beside the chains
+#: whose RMIA is degenerate (left out of its mean), ToW beside one oracle's ToW against another.
+PRIVACY_KEYS = (
+    "eps_forget_score",
+    "eps_forget_floor",
+    "eps_score",
+    "rmia_auc",
+    "rmia_degenerate",
+    "tow",
+    "tow_oracles",
+    "tow_mia",
+    "tow_mia_oracles",
+)
+#: Counts of chains, shown without decimals (a mean over seeds keeps its fraction).
+_COUNT_KEYS = ("rmia_degenerate",)
 
 
 @dataclass
@@ -70,9 +84,12 @@ def privacy_caption(entry) -> str:
     privacy = entry.privacy
     return (
         f"{entry.label}: privacy over {privacy.chains} unlearning chains against {privacy.chains} oracles per request "
-        f"(seed(s) {', '.join(map(str, privacy.seeds))}; — = no oracle at t)"
+        f"(seed(s) {', '.join(map(str, privacy.seeds))}; — = no oracle at t; eps_forget_floor = the oracles' own F "
+        f"at K = {privacy.chains}, the target of both ε columns, never 1)"
     )
 
 
-def privacy_cell(value: float) -> str:
-    return "—" if math.isnan(value) else f"{value:.3f}"
+def privacy_cell(key: str, value: float) -> str:
+    if math.isnan(value):
+        return "—"
+    return f"{value:g}" if key in _COUNT_KEYS else f"{value:.3f}"
