@@ -2,8 +2,8 @@
 
     python benchmarks/plasticity_cpu.py [--tier fashionmnist|digits] [--out DIR] [--seeds 0 1 2] [--only rl salun]
 
-Tiers: `fashionmnist` (default), the published memorizing setting of `benchmarks/fashionmnist.yaml`
-(its `common` block: real Fashion-MNIST, the `mlp` arch, no augmentation); `digits`, scikit-learn's
+Tiers: `fashionmnist` (default), the memorizing setting of `benchmarks/fashionmnist_mlp.yaml` (its
+`common` block: 10,000 real Fashion-MNIST images, the `mlp` arch, no augmentation); `digits`, scikit-learn's
 digits with smallcnn, where the random stream's oracle forgets nothing. Streams: random, 1% of the
 train set per request, T = 40 (40% forgotten), and class-wise, one class per request, T = 9 (every
 class but one); oracles and single-shot counterfactuals every 5 requests and at T, both baselines
@@ -41,17 +41,17 @@ from unlearnbench.suite import run_suite
 
 METHODS = ["finetune", "neggrad_plus", "rl", "salun", "munba"]
 STREAMS = [{"stream": "random", "size": 0.01, "requests": 40}, {"stream": "classwise", "size": 1, "requests": 9}]
-#: The published Fashion-MNIST suite, whose `common` block is the memorizing tier's one definition.
-PUBLISHED_SUITE = Path(__file__).resolve().parent / "fashionmnist.yaml"
+#: The memorizing tier's suite, whose `common` block is the tier's one definition.
+TIER_SUITE = Path(__file__).resolve().parent / "fashionmnist_mlp.yaml"
 #: What the tiers' settings are besides the published suite's: digits is the embedded smoke tier.
 TIER_KEYS = ("dataset", "dataset_args", "arch", "arch_args", "recipe")
 
 
 def tier(name: str) -> dict:
-    """A tier's dataset, arch and their arguments: the published suite's for `fashionmnist`."""
+    """A tier's dataset, arch and their arguments: the memorizing tier suite's for `fashionmnist`."""
     if name == "digits":
         return {"dataset": "digits", "arch": "smallcnn"}
-    common = yaml.safe_load(PUBLISHED_SUITE.read_text())["common"]
+    common = yaml.safe_load(TIER_SUITE.read_text())["common"]
     return {key: common[key] for key in TIER_KEYS if key in common}
 
 

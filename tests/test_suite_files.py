@@ -127,3 +127,34 @@ def test_the_published_leaderboard_suite_runs_every_registered_method_on_fashion
     }
     assert {c.config.seed for c in cells} == {0, 1, 2} and suite["leaderboard"] == "docs/leaderboard"
     assert all(c.config.dataset == "fashionmnist" and c.config.oracle == "retrain" for c in cells)
+
+
+def test_the_memorizing_tier_suite_is_the_setting_measured_to_memorize(no_datasets):
+    """benchmarks/fashionmnist_mlp.yaml: the setting measured to reach >= 99% train and >= 85% test accuracy on every
+    seed (docs/scale.md) on >= 10,000 train and >= 2,000 test images; every method that serves both streams; a
+    class-wise stream through every class but one and a random one of >= 100 images per request, T >= 30. The
+    plasticity benchmark reads its tier from the same block."""
+    import importlib.util
+
+    from unlearnbench.registry import METHODS
+
+    suite = load_suite(ROOT / "benchmarks" / "fashionmnist_mlp.yaml")
+    common = suite["common"]
+    assert common["dataset"] == "fashionmnist" and common["arch"] == "mlp" and "arch_args" not in common
+    assert common["dataset_args"]["train_size"] >= 10_000 and common["dataset_args"]["test_size"] >= 2_000
+    assert common["dataset_args"]["augment"] is False  # augmentation keeps the mlp at 89% train accuracy
+    shipped = [name for name in METHODS.names() if METHODS.get(name).__module__.startswith("unlearnbench.methods.")]
+    both_streams = {name for name in shipped if getattr(METHODS.get(name), "streams", None) is None}
+    assert set(suite["methods"]) == both_streams
+    classwise, random = suite["streams"]
+    known = DATASETS.get("fashionmnist").known_size
+    assert classwise == {"stream": "classwise", "size": 1, "requests": known.num_classes - 1}
+    assert random["stream"] == "random" and random["requests"] >= 30
+    assert random["size"] * common["dataset_args"]["train_size"] >= 100
+    assert suite["seeds"] == [0, 1, 2]
+    cells = check_suite(suite)
+    assert all(cell.config.single_shot_at(cell.config.requests) for cell in cells)  # fwd_fail is filled
+    spec = importlib.util.spec_from_file_location("plasticity_cpu", ROOT / "benchmarks" / "plasticity_cpu.py")
+    plasticity = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plasticity)
+    assert plasticity.tier("fashionmnist") == {key: common[key] for key in ("dataset", "dataset_args", "arch")}
