@@ -52,8 +52,8 @@ def test_a_follower_makes_the_leaders_fits_in_order_and_writes_nothing(tmp_path,
     assert [label for label in leader_fits if label.startswith("single-shot")] == ["single-shot 2/3", "single-shot 3/3"]
     assert board["start"] == "1" and [board[f"request-{t}"] for t in (1, 2, 3)] == ["ok"] * 3
     assert {key: value for key, value in board.items() if key.startswith("single-shot")} == {
-        "single-shot-2": "fit",
-        "single-shot-3": "fit",
+        "single-shot-single_task-2": "fit",
+        "single-shot-single_task-3": "fit",
     }
 
     fits.clear()
