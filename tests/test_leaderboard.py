@@ -17,6 +17,7 @@ from unlearnbench.report.leaderboard import (
     build_groups,
     build_leaderboard,
     collect_runs,
+    column_keys,
 )
 
 KEYS = ("forget_acc", "forget_test_acc", "retain_acc", "test_acc", "mia_member_rate")
@@ -37,9 +38,11 @@ def fake_run(
     method_args: dict | None = None,
     name_suffix: str = "",
     original: bool = False,
+    settings: dict | None = None,
 ) -> Path:
     """A run directory as the runner writes it, with random numbers; `done` requests, `status` in summary.json
-    (None: no summary.json, i.e. unfinished)."""
+    (None: no summary.json, i.e. unfinished). `settings` are identity fields added or replaced (`dataset_args`,
+    `arch_args`, `recipe`, ...): the oracle and the original model depend on them and on the seed only."""
     identity = {
         "method": method,
         "method_args": method_args or {"lr": 0.01},
@@ -56,15 +59,21 @@ def fake_run(
     }
     if guards:
         identity["guards"] = guards
+    identity |= settings or {}
     name = "+".join([method, *(name for guard in guards or [] for name in guard)])
     path = root / f"{name}-classwise-digits-smallcnn-T{T}-seed{seed}-abcd{seed}{name_suffix}"
     path.mkdir(parents=True)
-    (path / "config.yaml").write_text(yaml.safe_dump(identity))
+    (path / "config.yaml").write_text(yaml.safe_dump(identity, sort_keys=False))  # as the runner writes it
     (path / "manifest.json").write_text("{}")
-    oracle_rng = np.random.default_rng(1000 + seed)  # the oracle depends on the seed only
-    single_shot_rng = np.random.default_rng(2000 + seed)
-    null_rng = np.random.default_rng(3000 + seed)  # the advantage's null interval: the other draws stay as they were
-    original_rng = np.random.default_rng(4000 + seed)  # the pretrained model, too, depends on the seed only
+    setting = [*json.dumps(settings, sort_keys=True).encode()] if settings else []
+
+    def draws(base: int) -> np.random.Generator:
+        return np.random.default_rng([base + seed, *setting] if setting else base + seed)
+
+    oracle_rng = draws(1000)  # the oracle depends on the seed and the settings only
+    single_shot_rng = draws(2000)
+    null_rng = draws(3000)  # the advantage's null interval: the other draws stay as they were
+    original_rng = draws(4000)  # the pretrained model, too, depends on the seed and the settings only
     rows = []
     for t in range(1, done + 1):
         method_scores = {k: float(rng.uniform(0, 100)) for k in (*KEYS, *SVC_KEYS)}
@@ -513,3 +522,132 @@ def test_the_original_row_is_the_pretrained_models_last_scores_and_mean_gaps_bes
     fake_run(older, "ga", 0, rng)
     (older_group,) = build_leaderboard(older, tmp_path / "older_board").groups
     assert older_group.original is None and older_group.references == [older_group.oracle]
+
+
+# ------------------------------------------------------------------------------------ one table per setting
+
+SMALL = {"dataset_args": {"train_size": 700, "test_size": 500}, "arch_args": {"pools": 2}}
+LARGE = {"dataset_args": {"train_size": 1000, "test_size": 500}, "arch_args": {"pools": 2}}
+TITLE = "digits (train_size={}, test_size=500) · smallcnn (pools=2) · classwise (1 class per request, T=3)"
+SLUG = "digits-train_size{}-test_size500-smallcnn-pools2-classwise-size1-T3"
+
+
+def _best_by_hand(methods: dict[str, list[Path]], oracle: dict[str, float], column) -> set[str]:
+    """The labels a table marks best in `column`, from the run files: the means over each method's runs, closest to
+    `oracle` (its oracle row's means) where the oracle is the target, else by direction."""
+    means = {label: np.mean([expected_values(p)[column.key] for p in paths]) for label, paths in methods.items()}
+    if column.oracle_is_target:
+        score = {label: abs(mean - oracle[column.key]) for label, mean in means.items()}
+    else:
+        score = {label: -mean if column.higher_is_better else mean for label, mean in means.items()}
+    return {label for label, value in score.items() if np.isclose(value, min(score.values()))}
+
+
+def test_runs_on_two_subsets_make_two_tables_each_with_its_own_oracle_original_and_best(tmp_path):
+    """ga and salun on 700 train images, rl and scrub on 1,000: two tables, never one under the 700-image oracle.
+    Each table's oracle and original rows come from its own runs, and its best marks are read against its own
+    oracle (the subsets' oracles differ, so marking against the other would pick other methods)."""
+    rng = np.random.default_rng(17)
+    root = tmp_path / "runs"
+    made = {
+        700: {
+            m: [fake_run(root, m, s, rng, original=True, settings=SMALL, name_suffix="s") for s in (0, 1)]
+            for m in ("ga", "salun")
+        },
+        1000: {
+            m: [fake_run(root, m, s, rng, original=True, settings=LARGE, name_suffix="l") for s in (0, 1)]
+            for m in ("rl", "scrub")
+        },
+    }
+    board = build_leaderboard(root, tmp_path / "board")
+    assert [group.title for group in board.groups] == [TITLE.format(1000), TITLE.format(700)]
+    assert [group.slug for group in board.groups] == [SLUG.format(1000), SLUG.format(700)]
+    assert sorted(board.plots) == sorted(group.slug for group in board.groups)  # a plot folder each
+    html = board.files["html"].read_text()
+    assert all(f'<h2 id="{group.slug}">' in html for group in board.groups)
+    references = {}
+    for size, group in zip((1000, 700), board.groups, strict=True):
+        methods = made[size]
+        assert {entry.label for entry in group.entries} == set(methods)
+        assert [entry.label for entry in group.references] == [ORACLE_LABEL, ORIGINAL_LABEL]
+        # one value per seed, from this subset's runs only (every method of a seed holds the same oracle)
+        first_of_seed = methods[sorted(methods)[0]]
+        oracle = {k: np.mean([expected_values(p, "oracle")[k] for p in first_of_seed]) for k in KEYS}
+        assert group.oracle.n == group.original.n == 2
+        for key in KEYS:
+            assert group.oracle.cells[key].mean == pytest.approx(oracle[key], rel=1e-12)
+        last = [json.loads((p / "metrics.jsonl").read_text().splitlines()[-1]) for p in first_of_seed]
+        assert group.original.cells["forget_acc"].mean == pytest.approx(
+            np.mean([r["original"]["forget_acc"] for r in last])
+        )
+        assert {run.path for run in group.oracle.runs} == set(first_of_seed)
+        references[size] = {k: group.oracle.cells[k].mean for k in column_keys()}
+    for size, group in zip((1000, 700), board.groups, strict=True):
+        other = references[1700 - size]
+        marked_against_the_other = False
+        for column in group.columns:
+            best = {entry.label for entry in group.entries if column.key in entry.best}
+            if not column.ranked:
+                assert best == set()
+                continue
+            assert best == _best_by_hand(made[size], references[size], column), column.key
+            marked_against_the_other |= column.oracle_is_target and best != _best_by_hand(made[size], other, column)
+        assert marked_against_the_other  # the numbers tell the two oracles apart: the test would see a mix-up
+    csv_rows = list(csv.DictReader(board.files["csv"].open()))
+    assert sorted({row["group"] for row in csv_rows}) == sorted(group.title for group in board.groups)
+    assert sum(row["is_oracle"] == "1" for row in csv_rows) == sum(row["is_original"] == "1" for row in csv_rows) == 2
+
+
+def test_a_table_of_one_method_marks_nothing_best(tmp_path):
+    """Alone in its table (or the only one with a value in a column), a method is not best at anything: SalUn at
+    97% forget_acc would otherwise be bold beside an oracle at 0%."""
+    rng = np.random.default_rng(19)
+    root = tmp_path / "runs"
+    for seed in (0, 1):
+        fake_run(root, "salun", seed, rng)
+    fake_run(root, "ga", 0, rng, done=1, status=None)  # unfinished: no value in any column
+    board = build_leaderboard(root, tmp_path / "board", plots=False)
+    (group,) = board.groups
+    assert {entry.label for entry in group.entries} == {"salun", "ga"}
+    assert all(entry.best == set() for entry in group.rows)
+    assert {row["best"] for row in csv.DictReader(board.files["csv"].open())} == {""}
+    table = board.files["md"].read_text().split("## ")[1].split("## Provenance")[0]
+    assert "**" not in table
+    fake_run(root, "rl", 0, rng)  # a second method with values: now there is something to compare
+    (group,) = build_groups(collect_runs(root))
+    assert any("gap_acc" in entry.best for entry in group.entries)
+
+
+def test_tables_that_differ_beyond_dataset_and_arch_say_how_and_keep_unique_slugs(tmp_path):
+    """Settings that differ in the recipe or the oracle schedule are tables of their own; the title states what
+    departs from a default (`oracle_every=2`) and what tells two otherwise alike tables apart (the recipe's hash).
+    A setting without arguments keeps the title it always had."""
+    rng = np.random.default_rng(23)
+    root = tmp_path / "runs"
+    fake_run(root, "ga", 0, rng)
+    fake_run(root, "ga", 0, rng, settings={"recipe": {"epochs": 8}}, name_suffix="r")
+    fake_run(root, "ga", 0, rng, settings={"oracle_every": 2}, name_suffix="o")
+    groups = build_groups(collect_runs(root))
+    plain = "digits · smallcnn · classwise (1 class per request, T=3)"
+    titles = sorted(group.title for group in groups)
+    assert len(titles) == 3 and all(title.startswith(plain + " · ") for title in titles)
+    assert sum("oracle_every=2" in title for title in titles) == 1
+    assert len({title.split("recipe=")[1].split(",")[0] for title in titles}) == 2  # two recipes, two hashes
+    assert len({group.slug for group in groups}) == 3
+    alone = tmp_path / "alone"
+    fake_run(alone, "ga", 0, rng)
+    (group,) = build_groups(collect_runs(alone))
+    assert (group.title, group.slug) == (plain, "digits-smallcnn-classwise-size1-T3")
+
+
+def test_reference_rows_take_one_value_per_pretrained_model_and_stream(tmp_path):
+    """Runs of seed 0 on another stream seed share the table (a seed is no setting) but not the oracles: the oracle
+    row averages both streams' oracles, never the first run's of the seed alone."""
+    rng = np.random.default_rng(29)
+    root = tmp_path / "runs"
+    paths = [fake_run(root, "ga", 0, rng), fake_run(root, "ga", 0, rng, settings={"stream_seed": 5}, name_suffix="s")]
+    (group,) = build_groups(collect_runs(root))
+    assert len(group.entries) == 2 and sum("stream_seed=5" in entry.label for entry in group.entries) == 1
+    assert group.oracle.n == 2
+    expected = np.mean([expected_values(path, "oracle")["forget_acc"] for path in paths])
+    assert group.oracle.cells["forget_acc"].mean == pytest.approx(expected, rel=1e-12)

@@ -12,7 +12,7 @@ from rich.console import Console
 from unlearnbench.cli import main
 from unlearnbench.console import Reporter
 from unlearnbench.plan import SuiteError, expand_suite
-from unlearnbench.report.leaderboard import ORACLE_LABEL
+from unlearnbench.report.leaderboard import ORACLE_LABEL, ORIGINAL_LABEL
 from unlearnbench.runner import Runner
 from unlearnbench.suite import run_suite
 
@@ -133,7 +133,7 @@ def test_suite_shares_the_store_records_failures_and_resumes(tmp_path, monkeypat
     assert [cell.status for cell in second.cells] == ["already complete", "complete"]
     assert not (failed / "error.json").exists()
     (group,) = second.leaderboard.groups
-    assert [entry.label for entry in group.rows] == [ORACLE_LABEL, "finetune", "ga"]
+    assert [entry.label for entry in group.rows] == [ORACLE_LABEL, ORIGINAL_LABEL, "finetune", "ga"]
     assert all(entry.n == 1 for entry in group.rows)
     assert second.leaderboard.files["html"].stat().st_size > 0
 

@@ -2,12 +2,29 @@
 
 Every folder under the RUNS_DIRs (searched recursively) holding a `config.yaml` is a run. A run is
 its identity (`config.yaml`), not its folder: the same run reached twice (copied, or in two folders
-given) is counted once and the other copy listed as a duplicate. Runs are grouped into one table
-per setting (dataset, arch, stream, size, T, pretraining recipe); within a table each method (with
-its hyperparameters) is a row, the oracle (the retrained model) on top and the original (pretrained)
-model under it, as papers put "Retrain" and "Original" beside the methods. Where a method has several
-variants, each label names what sets it apart: the hyperparameters that differ from the method's
-defaults and any other differing setting (`rl (lr=0.1)`), never a hash unless nothing else does.
+given) is counted once and the other copy listed as a duplicate.
+
+One table per setting: the runs whose identities agree on everything except the method and how it
+was run (`ROW_FIELDS`: its hyperparameters, guards, tuning marker, precision and single-shot
+counterfactuals) and the seeds (`SEED_FIELDS`). So a table fixes the data (dataset and its
+arguments), the model (arch and its arguments, the pretraining recipe), the stream (kind, size, T)
+and how every row is scored against the oracle (oracle kind, `oracle_every`, `oracle_seeds`, MIA
+protocol): the oracle and original rows on top are then read from runs that share the pretrained
+models and the oracles of the rows under them, and every ranked column compares like with like
+(`mean_gap` averages over the oracle schedule, `gap` includes the MIA protocol's member rate).
+Precision and the single-shot schedule stay inside a table: the store's pretrained models and
+oracles do not depend on them (`store.ModelSpec`), and the columns they change (`single_acc`,
+`fwd_fail`) are not ranked. The title names the setting: the dataset and arch with their arguments
+(`fashionmnist (train_size=700, test_size=500) · smallcnn (pools=2) · classwise (1 class per
+request, T=5)`), then the settings that depart from their defaults (`oracle_every=2`) or that tell
+apart tables which would otherwise share a title (`recipe=1a2b3c`, `mia_protocol=...`).
+
+Within a table each method (with its hyperparameters) is a row, the oracle (the retrained model) on
+top and the original (pretrained) model under it, as papers put "Retrain" and "Original" beside the
+methods; those two rows average one value per pretrained model and stream of the table (a train
+seed and a stream seed, each `seed` where not given). Where a method has several variants, each
+label names what sets it apart: the hyperparameters that differ from the method's defaults and any
+other differing setting (`rl (lr=0.1)`), never a hash unless nothing else does.
 
 What a cell shows, per method, over the seeds whose run finished:
 
@@ -44,7 +61,8 @@ heatmap (`report/plots.py`).
 
 The best method per column is marked (bold in Markdown, highlighted in HTML, listed in CSV): the
 one closest to the oracle's mean where the oracle is the target (arrow `→oracle`), else the lowest
-or highest by the column's direction. single_acc, fwd_fail, fwd_fail_mean, drift, bwd_fail and
+or highest by the column's direction, among at least two methods with a value there (a table's only
+method is not "best" at anything, whatever its numbers). single_acc, fwd_fail, fwd_fail_mean, drift, bwd_fail and
 remem are not marked: a method that forgets nothing (finetune) has none of either failure, so no
 value there is better by itself. A run that is not finished (no `summary.json`), that
 diverged (`"status": "diverged"`) or that failed in a suite (`error.json`) is never dropped: its row
@@ -70,7 +88,7 @@ import json
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -462,20 +480,17 @@ class Entry:
 
 @dataclass
 class Group:
-    key: tuple
+    """One table: the runs of one setting (`_setting`), its methods as rows under the oracle and original rows."""
+
+    #: the setting, as JSON with sorted keys: what every run of the table shares
+    key: str
     title: str
+    #: the table's name in file and HTML ids (`plots/<slug>/`), unique among the leaderboard's tables
+    slug: str
     entries: list[Entry]
     oracle: Entry | None
     columns: tuple[Column, ...]
     original: Entry | None = None
-
-    @property
-    def slug(self) -> str:
-        dataset, arch, stream, size, requests, recipe = self.key
-        text = f"{dataset}-{arch}-{stream}-size{size}-T{requests}"
-        if " recipe " in self.title:
-            text += f"-recipe{recipe}"
-        return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
 
     @property
     def references(self) -> list[Entry]:
@@ -487,12 +502,32 @@ class Group:
         return self.references + self.entries
 
 
-def _recipe_hash(identity: RunIdentity) -> str:
-    return hashlib.sha256(json.dumps(identity.recipe, sort_keys=True).encode()).hexdigest()[:6]
-
-
 #: What a row averages over: the seed, and the unlearn seed of a suite's unlearning chains (`unlearn_seeds: K`).
 REPLICATE_KEYS = ("seed", "unlearn_seed")
+
+#: The identity fields in which the rows of one table may differ: the method and how it was run. Precision and the
+#: single-shot counterfactuals are among them: the store's pretrained models and oracles do not depend on them
+#: (`store.ModelSpec`), and the columns they change (single_acc, fwd_fail) are not ranked.
+ROW_FIELDS = ("method", "method_args", "guards", "tuned", "precision", "single_shot_every", "single_shot_baseline")
+
+#: The seeds: a row averages over the first two; the train and stream seeds (each `seed` where not given) pick the
+#: pretrained model, the stream and the oracles of a run, and the reference rows average one value per such pair.
+SEED_FIELDS = (*REPLICATE_KEYS, "train_seed", "stream_seed")
+
+#: The setting fields a title shows in its first part (the others follow it where needed: `_group_titles`).
+_TITLE_FIELDS = ("dataset", "dataset_args", "arch", "arch_args", "stream", "size", "requests")
+
+
+def _setting(identity: RunIdentity) -> dict:
+    """What a table compares its methods in: the whole identity except `ROW_FIELDS` and `SEED_FIELDS` (the data, the
+    model and its recipe, the stream, the oracles and how rows are scored against them), as `to_json` gives it."""
+    return {k: v for k, v in identity.to_json().items() if k not in (*ROW_FIELDS, *SEED_FIELDS)}
+
+
+def _reference_replicate(identity: RunIdentity) -> tuple[int, int]:
+    """What a run's pretrained model, stream and oracles depend on beyond its table's setting: (train seed, stream
+    seed), each the run's `seed` where not given."""
+    return tuple(identity.seed if value is None else value for value in (identity.train_seed, identity.stream_seed))
 
 
 def _variant_key(identity: RunIdentity) -> str:
@@ -560,41 +595,94 @@ def _short(value: object) -> str:
     return text if len(text) <= 40 else text[:39] + "…"
 
 
+def _with_args(name: str, args: dict | None) -> str:
+    """`smallcnn (width=32, pools=2)`; the name alone without arguments."""
+    return f"{name} ({', '.join(f'{k}={_short(v)}' for k, v in args.items())})" if args else name
+
+
 def _group_title(identity: RunIdentity) -> str:
+    """The first part of a table's title: dataset and arch with their arguments, the stream."""
     size, kind = identity.size, identity.stream
     known = isinstance(size, int | float) and kind in STREAMS
     what = STREAMS.get(kind)().describe_size(size) if known else f"size {size}"
-    return f"{identity.dataset} · {identity.arch} · {identity.stream} ({what}, T={identity.requests})"
+    dataset, arch = _with_args(identity.dataset, identity.dataset_args), _with_args(identity.arch, identity.arch_args)
+    return f"{dataset} · {arch} · {identity.stream} ({what}, T={identity.requests})"
+
+
+#: The identity fields every config.yaml holds (no default to depart from): a title names them only where they tell
+#: two tables apart.
+_REQUIRED_FIELDS = frozenset(f.name for f in fields(RunIdentity) if f.default is MISSING)
+
+
+def _digest(value: object) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:6]
+
+
+def _setting_parts(setting: dict, siblings: list[dict]) -> list[tuple[str, str]]:
+    """What a table states beyond the title's first part, as (field, value): the fields its runs record as departing
+    from their defaults (`oracle_every`, `oracle_seeds`), and those whose value differs among `siblings` (the
+    settings of the tables that share that first part, its own included). The recipe is named by its hash."""
+    names = sorted({name for sibling in siblings for name in sibling} - set(_TITLE_FIELDS))
+    parts = []
+    for name in names:
+        differs = len({_digest(sibling.get(name)) for sibling in siblings}) > 1
+        if name in setting and (differs or name not in _REQUIRED_FIELDS):
+            parts.append((name, _digest(setting[name]) if name == "recipe" else _short(setting[name])))
+    return parts
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
+
+
+def _group_names(first: dict[str, RunIdentity]) -> dict[str, tuple[str, str]]:
+    """Each table's (title, slug), both unique, from the first run of each setting (table key -> its identity).
+
+    The title is `_group_title`, then `_setting_parts` after a `·`; the slug says the same in a file name's
+    letters (`fashionmnist-train_size700-test_size500-smallcnn-pools2-classwise-size1-T5`), so a setting with no
+    arguments and nothing else to state keeps the title and slug it had before arguments were shown. Tables that
+    would still share a title or slug (sizes that print alike) get their setting's hash appended.
+    """
+    by_title: dict[str, list[str]] = {}
+    for key, identity in first.items():
+        by_title.setdefault(_group_title(identity), []).append(key)
+    titles, slugs = {}, {}
+    for title, keys in by_title.items():
+        siblings = [_setting(first[key]) for key in keys]
+        for key in keys:
+            ident, parts = first[key], _setting_parts(_setting(first[key]), siblings)
+            titles[key] = title + (" · " + ", ".join(f"{k}={v}" for k, v in parts) if parts else "")
+            args = [f"{k}{_short(v)}" for k, v in (ident.dataset_args or {}).items()]
+            arch_args = [f"{k}{_short(v)}" for k, v in (ident.arch_args or {}).items()]
+            words = [ident.dataset, *args, ident.arch, *arch_args, ident.stream, f"size{ident.size}"]
+            slugs[key] = _slug("-".join([*words, f"T{ident.requests}", *(f"{k}{v}" for k, v in parts)]))
+    for names, marked in ((titles, "{} [{}]"), (slugs, "{}-{}")):
+        taken = list(names.values())
+        for key, name in names.items():
+            if taken.count(name) > 1:
+                names[key] = marked.format(name, _digest(key))
+    return {key: (titles[key], slugs[key]) for key in first}
 
 
 def build_groups(runs: list[RunRecord]) -> list[Group]:
-    """Runs into tables: one per (dataset, arch, stream, size, T, recipe); methods and the oracle as rows."""
-    by_group: dict[tuple, list[RunRecord]] = {}
+    """Runs into tables, one per setting (`_setting`); methods as rows, the oracle and the original model on top."""
+    by_group: dict[str, list[RunRecord]] = {}
     for run in runs:
         if run.identity is None or run.duplicate_of is not None:
             continue  # no readable configuration, or counted in another folder: listed under provenance only
-        ident = run.identity
-        key = (
-            ident.dataset,
-            ident.arch,
-            ident.stream,
-            ident.size,
-            ident.requests,
-            _recipe_hash(ident),
-        )
+        key = json.dumps(_setting(run.identity), sort_keys=True, default=str)
         by_group.setdefault(key, []).append(run)
-    titles = {key: _group_title(runs[0].identity) for key, runs in by_group.items()}
-    groups = []
-    for key in sorted(by_group, key=lambda k: tuple(str(x) for x in k)):
-        group_runs = by_group[key]
-        title = titles[key]
-        if list(titles.values()).count(title) > 1:
-            title += f" recipe {key[-1]}"
-        groups.append(_build_group(key, title, group_runs))
-    return groups
+    first = {key: group_runs[0].identity for key, group_runs in by_group.items()}
+    names = _group_names(first)
+
+    def order(key: str) -> tuple:
+        ident = first[key]
+        return (ident.dataset, ident.arch, ident.stream, float(ident.size), ident.requests, names[key][0])
+
+    return [_build_group(key, *names[key], by_group[key]) for key in sorted(by_group, key=order)]
 
 
-def _build_group(key: tuple, title: str, runs: list[RunRecord]) -> Group:
+def _build_group(key: str, title: str, slug: str, runs: list[RunRecord]) -> Group:
     variants: dict[tuple[str, str], list[RunRecord]] = {}  # (name, identity hash without the seed) -> its runs
     for run in sorted(runs, key=lambda r: (r.identity.method, r.identity.seed, str(r.path))):
         # a tuned run is its own row, labelled as such, beside the method's default row
@@ -616,26 +704,27 @@ def _build_group(key: tuple, title: str, runs: list[RunRecord]) -> Group:
     rows = [*entries, *(entry for entry in (oracle, original) if entry is not None)]
     shown = tuple(c for c in columns() if any(e.cells[c.key].mean is not None for e in rows))
     _mark_best(entries, oracle, shown)
-    return Group(key, title, entries, oracle, shown, original)
+    return Group(key, title, slug, entries, oracle, shown, original)
 
 
 def _reference_entry(label: str, runs: list[RunRecord], values_of, **role: bool) -> Entry | None:
-    """The oracle's or the original model's row: one value per seed (every method on a seed shares its pretrained
-    model and its oracles), read from the first complete run of that seed that has it."""
-    per_seed: dict[int, dict] = {}
+    """The oracle's or the original model's row of a table's `runs`: one value per pretrained model and stream
+    (`_reference_replicate`; every method run on them shares the pretrained model and the oracles, the table's
+    setting fixing the rest), read from the first complete run that has it."""
+    per_replicate: dict[tuple[int, int], dict] = {}
     reference_runs = []
     for run in sorted(runs, key=lambda r: str(r.path)):
-        seed = run.identity.seed
-        if run.status == "complete" and seed not in per_seed:
+        replicate = _reference_replicate(run.identity)
+        if run.status == "complete" and replicate not in per_replicate:
             values = values_of(run)
             if values is not None:
-                per_seed[seed] = values
+                per_replicate[replicate] = values
                 reference_runs.append(run)
-    if not per_seed:
+    if not per_replicate:
         return None
     entry = Entry(label, reference_runs, **role)
-    entry.cells = {k: aggregate([v.get(k) for v in per_seed.values()]) for k in column_keys()}
-    _note_validity(entry.cells, list(per_seed.values()))
+    entry.cells = {k: aggregate([v.get(k) for v in per_replicate.values()]) for k in column_keys()}
+    _note_validity(entry.cells, list(per_replicate.values()))
     return entry
 
 
@@ -648,8 +737,8 @@ def _note_validity(cells: dict[str, Cell], values: list[dict]) -> None:
 def _mark_best(entries: list[Entry], oracle: Entry | None, columns: tuple[Column, ...]) -> None:
     for column in columns:
         candidates = [e for e in entries if e.cells[column.key].mean is not None]
-        if not candidates or not column.ranked:
-            continue
+        if len(candidates) < 2 or not column.ranked:
+            continue  # a lone method is not "best": nothing was compared (SalUn at 97% forget_acc, alone)
         target = oracle.cells[column.key].mean if oracle is not None and column.oracle_is_target else None
         if target is not None:
             score = {id(e): abs(e.cells[column.key].mean - target) for e in candidates}
@@ -705,6 +794,8 @@ def _run_date(run: RunRecord) -> str:
 # ------------------------------------------------------------------------------------------ writers
 
 INTRO = (
+    "One table per setting (data, model, recipe, stream, oracles): its oracle and original rows come from its "
+    "runs alone. "
     "Headline: `gap_acc`, the mean |method − oracle| over the accuracy columns; `gap` (the papers' "
     "Avg.Gap) also averages the SVC member rate, which on well-fit data re-measures confident "
     "correctness rather than membership (read it with `mia_valid`: n.s. = no better than chance; `mia_adv` "
@@ -719,7 +810,8 @@ INTRO = (
     "over the stream. The *original (pretrained)* row is the model before any request, scored on request T's sets: "
     "what unlearning has to close (a method no nearer the oracle than it removed nothing). "
     "Arrows: ↑/↓ better; →oracle: the target is the oracle's value (the top row). "
-    "**Bold** = best per column (closest to the oracle where it is the target); `single_acc`, `fwd_fail`, "
+    "**Bold** = best per column (closest to the oracle where it is the target), among two methods or more; "
+    "`single_acc`, `fwd_fail`, "
     "`drift`, `bwd_fail` and `remem` are not marked, since a method that forgets nothing has no failure either."
 )
 

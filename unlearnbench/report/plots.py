@@ -89,11 +89,10 @@ def write_group_plots(group, out_dir: Path) -> list[Path]:
     forget: dict[str, np.ndarray] = {}
     norms: dict[str, np.ndarray] = {}
     ers: dict[str, np.ndarray] = {}
+    # the oracle row's runs: one per pretrained model and stream of the table, as its numbers
     oracle_forget = [
         [r.oracle.get("forget_acc") if r.oracle else None for r in run.scored_rows]
-        for entry in group.entries
-        for run in entry.runs
-        if run.status == "complete" and any(r.oracle for r in run.scored_rows)
+        for run in (group.oracle.runs if group.oracle is not None else [])
     ]
     oracle_level = float(np.nanmean(_mean_curve(oracle_forget))) if oracle_forget else None
     for entry in group.entries:
