@@ -8,7 +8,7 @@ measured in the same script, interleaved, median of the repeats):
 - P1a  one request's unlearning fit (FT, 5 epochs) / a hand-written PyTorch loop doing the same
        optimizer steps on the same batches                                          [<= 1.10]
 - P1b  a whole T=5 FT run (warm store) / a hand-written loop with the same fits, the same eval
-       forward passes of method and oracle and the same scoring (`Runner.score_request`): the
+       forward passes of method, oracle and original model and the same scoring (`Runner.score_request`): the
        runner's orchestration (Lightning, persistence, logging, console, resume)      [<= 1.10]
 - P2   evaluation (forward pass + every metric) at t = 9 / at t = 1, T = 9             [<= 1.20]
 - P3   a suite of M = 4 methods on one stream: models trained = T oracles + 1 pretrained;
@@ -115,7 +115,8 @@ def _p1_fit(root: Path, repeats: int) -> None:
 
 
 def _bare_run(root: Path, _repeat: int) -> float:
-    """The same T=5 FT fits on the same batches, the method's and the oracle's eval passes and their scoring.
+    """The same T=5 FT fits on the same batches, the method's, the oracle's and (once) the original model's eval
+    passes and their scoring: the method and the original against the oracle, as every row holds them.
 
     The scoring runs with numpy's BLAS on one thread, as in `Runner.run`: same scoring, same cost.
     """
@@ -124,12 +125,14 @@ def _bare_run(root: Path, _repeat: int) -> float:
     model = bare.trained_model(np.zeros(0, dtype=np.int64), "pretraining")
     hp = bare.method.optim
     with threadpool_limits(limits=1, user_api="blas"):
+        original = compute_logits(model, bare.dataset)
         for t in range(1, bare.stream.num_requests + 1):
             request = bare.stream.select(t)
             bare.stream.configure_batches(bare.method.batch_mode, hp.batch_size)
             _bare_fit(model, bare.stream.train_dataloader(), hp.epochs, hp.lr, hp.momentum, hp.weight_decay)
-            oracle = bare.trained_model(request.forgotten, "oracle")
-            bare.score_request(request, compute_logits(model, bare.dataset), [compute_logits(oracle, bare.dataset)])
+            oracle = [compute_logits(bare.trained_model(request.forgotten, "oracle"), bare.dataset)]
+            bare.score_request(request, compute_logits(model, bare.dataset), oracle)
+            bare.score_request(request, original, oracle)
     return time.perf_counter() - start
 
 
