@@ -90,10 +90,14 @@ def _quarters(values: list[float | None]) -> tuple[float, float]:
     return float(np.nanmean(finite[:quarter])), float(np.nanmean(finite[-quarter:]))
 
 
-def cell_numbers(run_dir: Path) -> dict:
-    """The table's columns and each finding's evidence from one finished run directory."""
+def cell_numbers(run_dir: Path) -> dict | None:
+    """The table's columns and each finding's evidence from one finished run directory, over its scored requests
+    (None when the first request diverged: nothing was scored)."""
     run = RunDirectory(run_dir)
-    summary, rows, geometry = run.summary().scores, run.rows(), run.geometry()
+    rows = [row for row in run.rows() if row.status == "ok"]
+    if not rows:
+        return None
+    summary, geometry = run.summary().scores, run.geometry()
     gains = [
         row.method.get("forward_gain") for row in rows if row.t >= 2 and row.method.get("forward_gain") is not None
     ]
@@ -200,9 +204,13 @@ def main() -> None:
     args = parser.parse_args()
     result = run_suite(suite(args.seeds, args.only, args.tier), out=args.out)
     per_seed: dict[tuple[str, str], list[dict]] = {}
+    diverged = []
     for cell in result.cells:
-        if cell.status != "failed":
-            per_seed.setdefault((cell.config.stream, cell.config.method), []).append(cell_numbers(cell.run_dir))
+        numbers = None if cell.status == "failed" else cell_numbers(cell.run_dir)
+        if numbers is not None:
+            per_seed.setdefault((cell.config.stream, cell.config.method), []).append(numbers)
+        elif cell.status != "failed":
+            diverged.append(cell.run_dir.name)
     print(f"seeds {args.seeds}: mean ± 95% t-interval")
     print("| stream | method | " + " | ".join(header for header, _ in TABLE) + " |")
     print("|---|---|" + "---:|" * len(TABLE))
@@ -211,6 +219,8 @@ def main() -> None:
         print(f"| {stream} | {method} | " + " | ".join(cells) + " |")
     for line in findings({key: seeds[0] for key, seeds in per_seed.items()}):
         print(line)
+    for name in diverged:
+        print(f"diverged at its first request (nothing scored): {name}")
     for cell in result.failed:
         print(f"failed: {cell.run_dir.name}: {cell.error}")
 
