@@ -249,6 +249,7 @@ OPTION_VALUES = {
     "oracle": "none",
     "oracle_every": 2,
     "single_shot_every": 0,
+    "single_shot_baseline": "cumulative",
     "oracle_seeds": 3,
     "out": "elsewhere",
     "store": "a-store",
