@@ -38,7 +38,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from unlearnbench.evaluation.geometry import UpdateStore, compute_geometry
+from unlearnbench.evaluation.geometry import compute_geometry
+from unlearnbench.geometry_files import UpdateStore
 
 
 def build_stream(rng: np.random.Generator, dim: int, k: int, requests: int, eta: float, lam: float):

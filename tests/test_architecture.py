@@ -110,8 +110,8 @@ def test_a_method_file_is_15_to_60_lines(method):
     assert lines in METHOD_FILE_LINES, f"{path.name} has {lines} lines"
 
 
-#: The file names of a run directory's layout, and the one module allowed to spell each of them. `geometry.py`
-#: writes and parses its own files; `RunDirectory.geometry` reads through it.
+#: The file names of a run directory's layout, and the one module allowed to spell each of them. `geometry_files.py`
+#: writes and parses the geometry files; `RunDirectory.geometry` reads through it.
 RUN_DIRECTORY_FILES = {
     **dict.fromkeys(
         (
@@ -127,7 +127,7 @@ RUN_DIRECTORY_FILES = {
         ),
         "unlearnbench.rundir",
     ),
-    **dict.fromkeys(("updates.f32", "updates.json", "geometry.csv"), "unlearnbench.evaluation.geometry"),
+    **dict.fromkeys(("updates.f32", "updates.json", "geometry.csv"), "unlearnbench.geometry_files"),
 }
 
 
@@ -171,3 +171,20 @@ def test_the_run_directory_imports_nothing_of_report():
     """rundir.py is used during a run and by the leaderboard alike; report/ reads it, never the other way."""
     graph = import_graph()
     assert sorted(m for m in reachable(graph, "unlearnbench.rundir") if m.startswith("unlearnbench.report")) == []
+
+
+#: What the run directory may import: the formats of its files and the records it reads and writes, nothing that
+#: computes a run or a table (evaluation/, methods/, report/, the runner), so every reader can use it.
+RUN_DIRECTORY_LAYER = {
+    "unlearnbench",
+    "unlearnbench.rundir",
+    "unlearnbench.errors",
+    "unlearnbench.io",
+    "unlearnbench.records",
+    "unlearnbench.provenance",
+    "unlearnbench.geometry_files",
+}
+
+
+def test_the_run_directory_imports_nothing_above_it():
+    assert reachable(import_graph(), "unlearnbench.rundir") - RUN_DIRECTORY_LAYER == set()

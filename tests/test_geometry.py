@@ -8,18 +8,16 @@ import torch
 from torch import nn
 
 from unlearnbench.evaluation.geometry import (
-    GEOMETRY_FILE,
     ROW_KEYS,
     GeometryRecorder,
     Spectrum,
-    UpdateStore,
     compute_geometry,
     geometry_table,
     gram,
     online_energy_ratio,
-    read_geometry_csv,
 )
 from unlearnbench.evaluation.updates import parameter_update, snapshot
+from unlearnbench.geometry_files import GEOMETRY_FILE, UpdateStore, read_geometry_csv
 
 
 def explicit(U: np.ndarray, r: int) -> tuple[np.ndarray, np.ndarray]:

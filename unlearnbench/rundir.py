@@ -4,7 +4,7 @@ Layout (documented in the README): `config.yaml`, `manifest.json`, `labels.npz`,
 `metrics.jsonl` (one row per finished request), `history.csv`, `summary.json`, `provenance.json`,
 `logits/t###.npz` (with `--save-logits`), `state/t###.pt` (the method after request t) and, for a
 suite cell that failed, `error.json`; `updates.f32`, `updates.json` and `geometry.csv` are
-`evaluation.geometry`'s, read here through it.
+`geometry_files`' (beside this module; `evaluation.geometry` computes what they hold), read here through it.
 This class is the only code that names these files: the runner, the suite, the loggers, the
 attacks recomputed from saved logits and the leaderboard all read and write through it, so a file
 can change its name or format in one place (a test scans the package for their names).
@@ -40,7 +40,7 @@ import torch
 import yaml
 
 from unlearnbench.errors import ConfigError, DamagedFileError
-from unlearnbench.evaluation.geometry import GEOMETRY_FILE, read_geometry_csv
+from unlearnbench.geometry_files import GEOMETRY_FILE, read_geometry_csv
 from unlearnbench.io import write_atomic, write_json_atomic, write_text_atomic, write_yaml_atomic
 from unlearnbench.records import MalformedRecordError, RequestRecord, RunIdentity, RunSummary
 
@@ -346,7 +346,7 @@ class RunDirectory:
         return np.array([[float(v) if v not in ("", "None") else math.nan for v in row[1:]] for row in rows])
 
     def geometry(self) -> list[dict]:
-        """geometry.csv's rows (`evaluation.geometry` writes and parses it); [] before request T is served."""
+        """geometry.csv's rows (`geometry_files` writes and parses it); [] before request T is served."""
         return read_geometry_csv(self.path / GEOMETRY_FILE)
 
     def _state_path(self, t: int) -> Path:
