@@ -39,10 +39,12 @@ def fake_run(
     name_suffix: str = "",
     original: bool = False,
     settings: dict | None = None,
+    method_defaults: dict | None = None,
 ) -> Path:
     """A run directory as the runner writes it, with random numbers; `done` requests, `status` in summary.json
     (None: no summary.json, i.e. unfinished). `settings` are identity fields added or replaced (`dataset_args`,
-    `arch_args`, `recipe`, ...): the oracle and the original model depend on them and on the seed only."""
+    `arch_args`, `recipe`, ...): the oracle and the original model depend on them and on the seed only.
+    `method_defaults`: the method's defaults as the run's session recorded them in provenance.json."""
     identity = {
         "method": method,
         "method_args": method_args or {"lr": 0.01},
@@ -65,6 +67,9 @@ def fake_run(
     path.mkdir(parents=True)
     (path / "config.yaml").write_text(yaml.safe_dump(identity, sort_keys=False))  # as the runner writes it
     (path / "manifest.json").write_text("{}")
+    if method_defaults is not None:
+        session = {"method_code": {"package": "unlearnbench", "defaults": method_defaults}}
+        (path / "provenance.json").write_text(json.dumps({**session, "sessions": [session]}))
     setting = [*json.dumps(settings, sort_keys=True).encode()] if settings else []
 
     def draws(base: int) -> np.random.Generator:
@@ -362,20 +367,46 @@ def test_failure_columns_mark_no_best_and_a_method_that_forgets_nothing_is_never
     assert any("gap_acc" in entry.best for entry in group.entries)  # ranked columns still are
 
 
-def test_variant_labels_name_what_differs_from_the_defaults(tmp_path):
+def test_variant_labels_name_what_differs_from_the_defaults_the_runs_recorded(tmp_path):
+    """The defaults are the run directory's (`provenance.json`), not today's code's: these ga runs were made with a
+    ga whose default lr was 0.5 (today's is 1e-4). Runs that recorded none are told apart among themselves."""
     rng = np.random.default_rng(13)
     root = tmp_path / "runs"
-    fake_run(root, "ga", 0, rng, method_args={"lr": 1e-4, "epochs": 5}, name_suffix="a")  # ga's defaults
-    fake_run(root, "ga", 0, rng, method_args={"lr": 0.5, "epochs": 5}, name_suffix="b")
-    fake_run(root, "my_plugin", 0, rng, method_args={"beta": 0.1, "lr": 0.01}, name_suffix="c")  # not installed
+    recorded = {"lr": 0.5, "epochs": 5, "batch_size": 256, "momentum": 0.9, "weight_decay": 5e-4}
+    fake_run(root, "ga", 0, rng, method_args={"lr": 1e-4, "epochs": 5}, name_suffix="a", method_defaults=recorded)
+    fake_run(root, "ga", 0, rng, method_args={"lr": 0.5, "epochs": 5}, name_suffix="b", method_defaults=recorded)
+    fake_run(root, "my_plugin", 0, rng, method_args={"beta": 0.1, "lr": 0.01}, name_suffix="c")  # none recorded
     fake_run(root, "my_plugin", 0, rng, method_args={"beta": 0.2, "lr": 0.01}, name_suffix="d")
     (group,) = build_groups(collect_runs(root))
     assert sorted(entry.label for entry in group.entries) == [
         "ga",
-        "ga (lr=0.5)",
+        "ga (lr=0.0001)",
         "my_plugin (beta=0.1)",
         "my_plugin (beta=0.2)",
     ]
+
+
+def test_a_leaderboard_is_built_without_importing_the_methods(tmp_path):
+    """Tables come from run directories alone: building one (plots too) imports nothing of `unlearnbench.methods`,
+    nor the runner or the run configuration, which import it."""
+    import subprocess
+    import sys
+
+    rng = np.random.default_rng(17)
+    root = tmp_path / "runs"
+    for method in ("ga", "rl"):
+        fake_run(root, method, 0, rng, method_defaults={"lr": 0.01})
+    code = (
+        "import sys\n"
+        "from unlearnbench.report.leaderboard import leaderboard_command\n"
+        f"assert leaderboard_command([{str(root)!r}, '--out', {str(tmp_path / 'board')!r}]) == 0\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith(('unlearnbench.methods', 'unlearnbench.runner', "
+        "'unlearnbench.config')))\n"
+        "assert loaded == [], loaded\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert (tmp_path / "board" / "leaderboard.md").exists()
 
 
 def test_the_date_is_the_runs_own_time_not_a_files(runs, tmp_path):

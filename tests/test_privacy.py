@@ -274,7 +274,7 @@ def _tow_inputs(train: np.ndarray, test: np.ndarray, labels, requests: list[dict
     """ToW's inputs as a row holds them after request t, computed apart from the package's scoring: accuracies
     by argmax; the SVC member rate seeded as `Runner.score` seeds it (seed 0)."""
     from unlearnbench.evaluation.mia import svc_member_rate, true_label_confidence
-    from unlearnbench.runner import derived_seed
+    from unlearnbench.seeds import attack_seed
 
     forget = np.asarray(requests[t - 1]["forget"])
     retain = np.setdiff1d(np.arange(len(labels[0])), np.concatenate([r["forget"] for r in requests[:t]]))
@@ -285,7 +285,7 @@ def _tow_inputs(train: np.ndarray, test: np.ndarray, labels, requests: list[dict
 
     train_p, test_p = true_label_confidence(train, labels[0]), true_label_confidence(test, labels[1])
     member = svc_member_rate(
-        train_p[retain], test_p[test_retain], train_p[forget], np.random.default_rng(derived_seed(0, t, 1))
+        train_p[retain], test_p[test_retain], train_p[forget], np.random.default_rng(attack_seed(0, t))
     )
     return {
         "forget_acc": accuracy(train, forget, labels[0]),

@@ -5,7 +5,6 @@ from __future__ import annotations
 import inspect
 import json
 import math
-import os
 import typing
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Literal
 from unlearnbench.data.cache import check_dataset_args
 from unlearnbench.errors import ConfigError, DamagedFileError
 from unlearnbench.hparams import marker
+from unlearnbench.io import check_writable_directory
 from unlearnbench.methods.base import check_method_arguments, flat_arguments, method_arguments
 from unlearnbench.ranges import check_ranges, flat_parameters
 from unlearnbench.records import RunIdentity
@@ -355,17 +355,6 @@ SINGLE_SHOT_BASELINES = ("single_task", "cumulative", "both")
 
 #: The parts of `seed` a run may set apart (`--train-seed`, `--unlearn-seed`, `--stream-seed`).
 SEED_PARTS = ("train_seed", "unlearn_seed", "stream_seed")
-
-
-def check_writable_directory(path: Path) -> None:
-    """`path` is, or can be created as, a directory we may write into."""
-    existing = path
-    while not existing.exists():
-        existing = existing.parent
-    if not existing.is_dir():
-        raise ConfigError(f"{existing} exists and is not a directory; choose another location than {path}")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise ConfigError(f"{existing} is not writable; choose another location than {path}")
 
 
 def scheduled(t: int, requests: int, every: int) -> bool:

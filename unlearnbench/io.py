@@ -11,6 +11,8 @@ from typing import IO, Any
 
 import yaml
 
+from unlearnbench.errors import ConfigError
+
 
 def _default_file_mode() -> int:
     umask = os.umask(0)
@@ -50,3 +52,14 @@ def write_json_atomic(path: Path, data: Any) -> None:
 
 def write_yaml_atomic(path: Path, data: Any) -> None:
     write_text_atomic(path, yaml.safe_dump(data, sort_keys=False))
+
+
+def check_writable_directory(path: Path) -> None:
+    """`path` is, or can be created as, a directory we may write into."""
+    existing = path
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(f"{existing} exists and is not a directory; choose another location than {path}")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"{existing} is not writable; choose another location than {path}")

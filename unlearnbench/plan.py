@@ -21,8 +21,9 @@ from typing import Any
 
 import yaml
 
-from unlearnbench.config import ConfigError, Hardware, RunConfig, check_writable_directory
+from unlearnbench.config import ConfigError, Hardware, RunConfig
 from unlearnbench.data.base import data_root
+from unlearnbench.io import check_writable_directory
 from unlearnbench.methods.base import UnlearningMethod
 from unlearnbench.records import RunIdentity
 from unlearnbench.registry import METHODS, STREAMS

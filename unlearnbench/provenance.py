@@ -13,11 +13,14 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import inspect
+import json
 import os
 import subprocess
 import sys
 from importlib.metadata import PackageNotFoundError, packages_distributions, version
 from pathlib import Path
+
+from unlearnbench.ranges import flat_parameters
 
 
 def git_commit() -> str | None:
@@ -52,7 +55,9 @@ def describe_device() -> str:
 
 
 def method_code(cls: type, base: type) -> dict:
-    """The code a method runs: its package and version, and a hash of the source of every module defining it.
+    """The code a method runs: its package and version, a hash of the source of every module defining it, and its
+    hyperparameters' defaults (flat, as the run identity names them: what the leaderboard labels a variant by,
+    read from the run directory rather than from code that may have changed or be absent).
 
     The modules are those of `cls` and of its ancestors below `base` (SalUn's includes RL's module,
     whose training it reuses); `base`'s module, the framework (`GradientMethod` too), is the package
@@ -75,6 +80,7 @@ def method_code(cls: type, base: type) -> dict:
         "version": _version(package, top),
         "modules": modules,
         "source_sha256": source_sha256,
+        "defaults": json.loads(json.dumps({k: p.default for k, p in flat_parameters(cls).items()}, default=str)),
     }
 
 
@@ -86,15 +92,17 @@ def _version(package: str, top: str) -> str | None:
 
 
 def method_code_change(recorded: dict | None, current: dict) -> str | None:
-    """What changed in a method's code since `recorded` (None: unchanged, or a run from before it was recorded)."""
-    if not recorded or recorded == current:
+    """What changed in a method's code since `recorded` (None: unchanged, or a run from before it was recorded).
+
+    The defaults are not compared: they are part of the source, whose hash is."""
+    if not recorded:
         return None
     what = [
         f"{key} {recorded.get(key)} -> {current.get(key)}"
         for key in ("package", "version", "modules", "source_sha256")
         if recorded.get(key) != current.get(key)
     ]
-    return ", ".join(what)
+    return ", ".join(what) or None
 
 
 def session_record(first_request: int, code: dict | None = None) -> dict:

@@ -396,11 +396,9 @@ class RunDirectory:
         with np.load(path) as saved:
             return SavedLogits.from_arrays({name: saved[name] for name in saved.files})
 
-    def record_session(self, first_request: int, method_code: dict | None = None) -> None:
-        """Append this session (package version, git commit, device, method code, start) to `provenance.json`."""
-        from unlearnbench.provenance import session_record
-
-        session = session_record(first_request, method_code)
+    def record_session(self, session: dict) -> None:
+        """Append this session (`provenance.session_record`: version, commit, device, method code, start) to
+        `provenance.json`."""
         write_json_atomic(self.path / _PROVENANCE, {**session, "sessions": [*self._sessions(), session]})
 
     def provenance(self) -> dict:

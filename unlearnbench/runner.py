@@ -44,18 +44,15 @@ from unlearnbench.loggers import RunLogger, open_run_logger
 from unlearnbench.methods.base import UnlearningMethod
 from unlearnbench.nodes import NodeGroup
 from unlearnbench.plan import plan_run
-from unlearnbench.provenance import method_code, method_code_change
+from unlearnbench.provenance import method_code, method_code_change, session_record
 from unlearnbench.records import SINGLE_SHOT_FIELDS, RequestRecord, RunSummary
 from unlearnbench.registry import METHODS
 from unlearnbench.rundir import RunDirectory
+from unlearnbench.seeds import attack_seed, derived_seed
 from unlearnbench.step_loss import StepLossLogger
 from unlearnbench.store import ModelSpec, ModelStore, sha256_bytes
 from unlearnbench.streams.base import Request, RequestStream, StreamError
 from unlearnbench.training import build_model, check_arch_args, train_from_scratch
-
-
-def derived_seed(*parts: int) -> int:
-    return int(np.random.default_rng(list(parts)).integers(2**31))
 
 
 def trainable_vector(model: nn.Module) -> torch.Tensor:
@@ -247,7 +244,7 @@ class Runner:
             request,
             self.stream.requests,
             self.dataset.num_classes,
-            mia_seed=derived_seed(self.config.seed, request.t, 1),
+            mia_seed=attack_seed(self.config.seed, request.t),
             mia_protocol=self.config.mia_protocol,
         ) | request_phi(logits, self.train_labels, self.test_labels, request)
 
@@ -364,7 +361,7 @@ class Runner:
             "mia_protocol": identity.mia_protocol,
             "seeds": [
                 derived_seed(self.config.resolved_seed("unlearn_seed"), request.t),
-                derived_seed(self.config.seed, request.t, 1),  # the attacks' subsampling (`score`)
+                attack_seed(self.config.seed, request.t),  # the attacks' subsampling (`score`)
             ],
             "forget": sha256_bytes(np.asarray(request.forget, dtype=np.int64).tobytes()),
             "retain": sha256_bytes(np.asarray(request.retain, dtype=np.int64).tobytes()),
@@ -493,7 +490,7 @@ class Runner:
         """Leader, once the files a resume needs are read (before the other nodes are told to start): the session
         is recorded and logged."""
         config, run_dir = self.config, self.run_dir
-        run_dir.record_session(len(rows) + 1, self.method_code)
+        run_dir.record_session(session_record(len(rows) + 1, self.method_code))
         self.run_logger = open_run_logger(config.logger, run_dir.path, self.identity, run_dir.path.name, len(rows) + 1)
         self.reporter.start_run(run_dir.path.name, config.requests, done=len(rows))
         run_dir.repair_derived(rows)  # a kill between metrics.jsonl and history.csv left it short

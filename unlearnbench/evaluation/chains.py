@@ -47,7 +47,7 @@ from unlearnbench.evaluation.privacy import EPS_KEYS, eps_floor, eps_score, forg
 from unlearnbench.evaluation.scoring import request_scores
 from unlearnbench.records import RequestRecord, RunIdentity
 from unlearnbench.rundir import RunDirectory, SavedLogits
-from unlearnbench.runner import derived_seed
+from unlearnbench.seeds import attack_seed
 from unlearnbench.streams.base import Request
 
 #: The ε score's smallest N: with 2 models a side its buckets stop at ceil(log 1) = 0 (`privacy.bucket_points`).
@@ -139,7 +139,7 @@ def _requests(manifest_requests: list[dict], labels) -> list[Request]:
 
 def _oracle_scores(oracle_train, oracle_test, labels, requests: list[Request], t: int, identity: RunIdentity):
     """Each oracle's scores after request t as the runner scores a row's oracle (`Runner.score`: the SVC attack
-    seeded with `derived_seed(seed, t, 1)`, the run's protocol)."""
+    seeded with `seeds.attack_seed(seed, t)`, the run's protocol)."""
     return [
         request_scores(
             EvalLogits(train, test),
@@ -147,7 +147,7 @@ def _oracle_scores(oracle_train, oracle_test, labels, requests: list[Request], t
             requests[t - 1],
             requests,
             train.shape[1],
-            mia_seed=derived_seed(identity.seed, t, 1),
+            mia_seed=attack_seed(identity.seed, t),
             mia_protocol=identity.mia_protocol,
         )
         for train, test in zip(oracle_train, oracle_test, strict=True)

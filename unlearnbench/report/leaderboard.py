@@ -96,6 +96,7 @@ import numpy as np
 from unlearnbench.errors import ConfigError, DamagedFileError
 from unlearnbench.evaluation.keys import HEADLINE, METRIC_KEYS, leaderboard_keys, significant
 from unlearnbench.evaluation.scoring import stream_summary
+from unlearnbench.io import check_writable_directory, write_text_atomic
 from unlearnbench.provenance import git_commit
 from unlearnbench.records import RequestRecord, RunIdentity, RunSummary
 from unlearnbench.registry import STREAMS
@@ -228,6 +229,15 @@ class RunRecord:
     problem: str | None = None
     #: the run directory holding the same run (same identity) that is counted instead of this one
     duplicate_of: Path | None = None
+
+    #: the method's code as the run's last session recorded it (`provenance.method_code`; None: not recorded)
+    method_code: dict | None = None
+
+    @property
+    def method_defaults(self) -> dict | None:
+        """The method's hyperparameter defaults as the run recorded them (None: a run from before they were)."""
+        defaults = self.method_code.get("defaults") if isinstance(self.method_code, dict) else None
+        return defaults if isinstance(defaults, dict) else None
 
     @property
     def config_hash(self) -> str:
@@ -373,6 +383,7 @@ def read_run(path: Path) -> RunRecord:
         summary=run_dir.summary(),
         error=run_dir.error(),
         provenance=run_dir.provenance(),
+        method_code=run_dir.recorded_method_code(),
         history=run_dir.history(),
         geometry=run_dir.geometry(),
         problem=problem or run_dir.damage(identity),  # `problem` is set where `identity` is None
@@ -547,47 +558,34 @@ def _variant_name(identity: RunIdentity) -> str:
     return "+".join([identity.method, *identity.guard_names])
 
 
-def _variant_labels(identities: dict[tuple[str, str], RunIdentity]) -> dict[tuple[str, str], str]:
+def _variant_labels(first_runs: dict[tuple[str, str], RunRecord]) -> dict[tuple[str, str], str]:
     """Row labels: the name alone where it is unique in the table, else the name and what sets the variant apart.
 
-    What sets it apart: the method arguments that differ from the method's defaults (today's code's;
-    where the method cannot be imported, e.g. an uninstalled plugin, those that differ among the
-    variants), then every other setting whose value differs among them (`rl (lr=0.1, epochs=3)`,
-    `salun (precision=16-mixed)`). Two variants no such text tells apart keep their identity hash.
+    What sets it apart: the method arguments that differ from the method's defaults (as the run
+    directory records them, `RunRecord.method_defaults`; where it does not, a run from before they
+    were recorded, those that differ among the variants), then every other setting whose value
+    differs among them (`rl (lr=0.1, epochs=3)`, `salun (precision=16-mixed)`). Two variants no such
+    text tells apart keep their identity hash.
     """
     labels = {}
-    for (name, digest), identity in identities.items():
-        siblings = [other.to_json() for (other_name, _), other in identities.items() if other_name == name]
-        parts = _differences(identity.to_json(), siblings) if len(siblings) > 1 else []
+    for (name, digest), run in first_runs.items():
+        siblings = [other.identity.to_json() for (other_name, _), other in first_runs.items() if other_name == name]
+        parts = _differences(run.identity.to_json(), siblings, run.method_defaults) if len(siblings) > 1 else []
         labels[(name, digest)] = f"{name} ({', '.join(parts)})" if parts else name
     counts = list(labels.values())
     return {key: label if counts.count(label) == 1 else f"{label} [{key[1]}]" for key, label in labels.items()}
 
 
-def _differences(identity: dict, siblings: list[dict]) -> list[str]:
+def _differences(identity: dict, siblings: list[dict], defaults: dict | None) -> list[str]:
     """What sets a variant apart from its siblings (all as `RunIdentity.to_json`), as `key=value` texts."""
     args = identity["method_args"]
-    defaults = _method_defaults(identity["method"])
-    if defaults is None:  # no code to read defaults from: what differs among the variants
+    if defaults is None:  # no defaults recorded: what differs among the variants
         defaults = {k: v for k, v in args.items() if all(s["method_args"].get(k) == v for s in siblings)}
     parts = [f"{key}={_short(value)}" for key, value in sorted(args.items()) if defaults.get(key, object()) != value]
     for key in sorted({k for s in siblings for k in s} - {*REPLICATE_KEYS, "method", "method_args"}):
         if len({json.dumps(s.get(key), sort_keys=True, default=str) for s in siblings}) > 1:
             parts.append(f"{key}={_short(identity.get(key, 'none'))}")
     return parts
-
-
-def _method_defaults(method: str | None) -> dict | None:
-    """A method's `__init__` defaults as a run's identity records them (flat: a gradient method's `optim` group
-    by its fields; JSON-normalized); None if not importable."""
-    from unlearnbench.ranges import flat_parameters
-    from unlearnbench.registry import METHODS
-
-    try:
-        parameters = flat_parameters(METHODS.get(method))
-    except Exception:  # an unknown or broken plugin: labels then compare the variants among themselves
-        return None
-    return json.loads(json.dumps({k: p.default for k, p in parameters.items()}, default=str))
 
 
 def _short(value: object) -> str:
@@ -688,7 +686,7 @@ def _build_group(key: str, title: str, slug: str, runs: list[RunRecord]) -> Grou
         # a tuned run is its own row, labelled as such, beside the method's default row
         name = _variant_name(run.identity) + (" (tuned)" if run.identity.tuned else "")
         variants.setdefault((name, _variant_key(run.identity)), []).append(run)
-    labels = _variant_labels({variant: method_runs[0].identity for variant, method_runs in variants.items()})
+    labels = _variant_labels({variant: method_runs[0] for variant, method_runs in variants.items()})
     entries = []
     for variant, method_runs in variants.items():
         entry = Entry(labels[variant], method_runs)
@@ -924,7 +922,6 @@ class Leaderboard:
 def build_leaderboard(runs_dirs: Path | Sequence[Path], out_dir: Path | None = None, plots: bool = True) -> Leaderboard:
     """Read every run under `runs_dirs` and write leaderboard.{md,csv,html} (+ plots) into `out_dir`
     (default: the first folder's `leaderboard/`)."""
-    from unlearnbench.io import write_text_atomic
     from unlearnbench.report.html import render_html
 
     runs_dirs = [Path(runs_dirs)] if isinstance(runs_dirs, str | os.PathLike) else [Path(d) for d in runs_dirs]
@@ -980,6 +977,4 @@ def leaderboard_command(argv: list[str]) -> int:
 
 def check_output_folder(path: Path) -> None:
     """The leaderboard's folder is, or can be made, a writable directory (not a file): ConfigError otherwise."""
-    from unlearnbench.config import check_writable_directory
-
     check_writable_directory(Path(path))

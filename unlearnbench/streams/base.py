@@ -19,6 +19,7 @@ import torch
 
 from unlearnbench.data.base import ImageDataset, InMemoryLoader
 from unlearnbench.registry import STREAMS
+from unlearnbench.seeds import batch_order_seed
 from unlearnbench.streams.batches import BatchMode, RequestBatches
 from unlearnbench.streams.kinds import StreamError
 
@@ -190,7 +191,7 @@ class RequestStream(L.LightningDataModule):
         return StreamView(self)
 
     def loader_seed(self, salt: int = 0) -> int:
-        return int(np.random.default_rng([self.batch_seed, self.current.t, salt]).integers(2**31))
+        return batch_order_seed(self.batch_seed, self.current.t, salt)
 
     def loader(self, indices: np.ndarray, *, batch_size: int, augment: bool, salt: int = 0) -> InMemoryLoader:
         return self.dataset.loader(

@@ -1,0 +1,26 @@
+"""The seeds a run derives from its seed parts: each random stream of a run has its function here.
+
+A derived seed is a draw from numpy's `SeedSequence` of its parts, so streams whose parts differ are
+independent; two consumers with the same parts would share one stream, which is why every derivation
+that more than one module repeats lives here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def derived_seed(*parts: int) -> int:
+    """A 31-bit seed from `parts` (a seed and the salts that set one stream apart from the others)."""
+    return int(np.random.default_rng(list(parts)).integers(2**31))
+
+
+def attack_seed(seed: int, t: int) -> int:
+    """The SVC attack's subsampling after request t, from the run's `--seed` (not one of its parts): the runner
+    scores a request's rows with it and `evaluation.chains` rescores the saved oracles with it."""
+    return derived_seed(seed, t, 1)
+
+
+def batch_order_seed(unlearn_seed: int, t: int, salt: int) -> int:
+    """The order (and augmentation) of request t's batches of one set (`salt`: 1 forget, 2 retain, 0 other)."""
+    return derived_seed(unlearn_seed, t, salt)
