@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ast
+import inspect
 import io
+import textwrap
 
 import lightning as L
 import pytest
@@ -17,7 +20,8 @@ from unlearnbench.data.base import Batch
 from unlearnbench.guards import build_guards, flat, pack_state, unpack_state
 from unlearnbench.guards.orthogonal import OrthogonalProjection, top_subspace
 from unlearnbench.guards.shrink_perturb import ShrinkPerturb
-from unlearnbench.methods.base import GradientMethod, SGDSettings
+from unlearnbench.methods.base import FitMethod, GradientMethod, SGDSettings, UnlearningMethod
+from unlearnbench.registry import GUARDS, METHODS
 from unlearnbench.runner import Runner
 
 
@@ -182,3 +186,47 @@ def test_guards_compose_on_the_cli_and_in_the_run_identity(tmp_path):
 def test_bad_guard_configs_are_refused(config, message, tmp_path):
     with pytest.raises(ConfigError, match=message):
         RunConfig(out=tmp_path, **config).validate()
+
+
+@pytest.mark.parametrize("guard", GUARDS.names())
+@pytest.mark.parametrize("method", METHODS.names())
+def test_a_guard_is_accepted_exactly_by_the_methods_that_train_by_fits(method, guard, tmp_path):
+    stream = (METHODS.get(method).streams or ("classwise",))[0]
+    config = RunConfig(method=method, stream=stream, guards=[guard], out=tmp_path)
+    if issubclass(METHODS.get(method), FitMethod):
+        config.validate()
+    else:
+        with pytest.raises(ConfigError, match=f"method {method!r} does not do; run it without --guard"):
+            config.validate()
+
+
+def _calls(function, name: str) -> bool:
+    tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name for n in ast.walk(tree))
+
+
+@pytest.mark.parametrize("method", METHODS.names())
+def test_a_methods_type_says_whether_its_training_runs_the_guards(method):
+    """A `FitMethod` serves a request by `fit` (where guards' callbacks run); any other method never calls it."""
+    cls = METHODS.get(method)
+    assert _calls(cls.unlearn, "fit") == issubclass(cls, FitMethod)
+
+
+def test_a_new_method_that_does_not_fit_refuses_guards_without_declaring_anything(tmp_path, monkeypatch):
+    """Eligibility is the type: a weight edit written against `UnlearningMethod`, with no flag set, is refused."""
+    monkeypatch.setattr(METHODS, "_entries", dict(METHODS._entries))
+
+    @METHODS.register("scale_head")
+    class ScaleHead(UnlearningMethod):
+        """Scales the weights once per request, no training."""
+
+        def __init__(self, factor: float = 0.5, batch_size: int = 64):
+            super().__init__()
+
+        def unlearn(self, fit) -> None:
+            with torch.no_grad():
+                for p in self.model.parameters():
+                    p.mul_(self.hparams.factor)
+
+    with pytest.raises(ConfigError, match="'scale_head' does not do; run it without --guard"):
+        RunConfig(method="scale_head", guards=["shrink_perturb"], out=tmp_path).validate()

@@ -14,7 +14,7 @@ from unlearnbench.data.cache import check_dataset_args
 from unlearnbench.errors import ConfigError, DamagedFileError
 from unlearnbench.hparams import marker
 from unlearnbench.io import check_writable_directory
-from unlearnbench.methods.base import check_method_arguments, flat_arguments, method_arguments
+from unlearnbench.methods.base import FitMethod, check_method_arguments, flat_arguments, method_arguments
 from unlearnbench.ranges import check_ranges, flat_parameters
 from unlearnbench.records import RunIdentity
 from unlearnbench.registry import ARCHS, DATASETS, GUARDS, LOGGERS, METHODS, STREAMS, UnknownNameError
@@ -324,7 +324,7 @@ class RunConfig:
                 raise ConfigError(f"unknown guard {name!r}; choose one of: {', '.join(GUARDS.names())}")
         if len(set(self.guards)) != len(self.guards):
             raise ConfigError(f"guard listed twice: {', '.join(self.guards)}")
-        if self.guards and not METHODS.get(self.method).trains_by_gradient:
+        if self.guards and not issubclass(METHODS.get(self.method), FitMethod):
             raise ConfigError(
                 f"guard(s) {', '.join(self.guards)} act on training by gradient steps, which method "
                 f"{self.method!r} does not do; run it without --guard"

@@ -7,7 +7,8 @@ before the method's `prepare` and `after_request` right after its `unlearn`, in 
 saves each guard's `state_dict` with the method's state after every request, so a resumed run
 continues with the same guard state. Both hooks get the request's `StreamView` (what a method may
 see: the current retain and forget sets), which the continual-learning guards (EWC, MAS, LwF) read
-to weigh or distil on the retain set. Methods that do not train by gradient (LOFT) refuse guards.
+to weigh or distil on the retain set. A method that does not train by Lightning fits (not a `FitMethod`: LOFT, the
+weight edits) refuses guards.
 """
 
 from __future__ import annotations

@@ -81,8 +81,6 @@ class UnlearningMethod(L.LightningModule):
     """
 
     batch_mode: ClassVar[BatchMode] = BatchMode.RETAIN
-    #: False for methods that do not update the model by gradient steps (LOFT): guards refuse them.
-    trains_by_gradient: ClassVar[bool] = True
     #: The stream kinds the method serves (None: every kind); a run on another kind is refused, as bad
     #: input, before any data is loaded (UNSIR learns noise per forgotten class: class-wise only).
     streams: ClassVar[tuple[str, ...] | None] = None
@@ -158,7 +156,16 @@ class UnlearningMethod(L.LightningModule):
         self.after_step()
 
 
-class GradientMethod(UnlearningMethod):
+class FitMethod(UnlearningMethod):
+    """A method whose `unlearn` trains by Lightning fits (`fit(epochs)`), so the runner's callbacks act on its training.
+
+    Plasticity guards are such callbacks: they compose with a `FitMethod` and are refused for any other
+    method (a weight edit, LOFT's subspace), whose training would never call them. Eligibility is the
+    class a method derives from, never a flag it could forget to set.
+    """
+
+
+class GradientMethod(FitMethod):
     """A method trained by gradient steps: SGD with momentum over the model's trainable parameters, constant lr.
 
     Its optimizer settings are one group, `optim` (`SGDSettings`), passed by keyword; a subclass gives
@@ -240,7 +247,7 @@ def stage_method(owner: str, name: str, args: Mapping[str, object]) -> GradientM
     return cls(**method_arguments(cls, flat_arguments(cls, args)))
 
 
-class StagedMethod(UnlearningMethod):
+class StagedMethod(FitMethod):
     """A method that serves a request by registered gradient methods in turn, each on its own part of the forget set (RUM).
 
     `stages` holds a `stage_method` per part (None: the part is left alone) and `subsets` (set by the subclass's
@@ -363,8 +370,6 @@ class WeightEdit(UnlearningMethod):
     It takes no optimizer settings, only `batch_size` (of the loaders it reads). `prepare` keeps the
     request and its view for `unlearn` to read.
     """
-
-    trains_by_gradient = False
 
     def __init__(self, batch_size: int = 64):
         super().__init__()

@@ -60,7 +60,6 @@ class LOFT(UnlearningMethod):
         batch_size: samples per batch of the feature extraction.
     """
 
-    trains_by_gradient = False
     search_space = space(lr=Float(1e-3, 20.0, log=True), steps=Int(20, 400, log=True), variance=Float(0.5, 0.99))
     valid_ranges = ranges(s=AT_LEAST_ONE, variance=FRACTION, steps=AT_LEAST_ONE, lr=POSITIVE, stabilize=AT_LEAST_ONE)
 
