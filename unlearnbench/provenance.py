@@ -2,7 +2,8 @@
 
 Recorded by the run directory (`provenance.json`, one entry per session, so a resumed run shows
 every machine it ran on) and read by the leaderboard's provenance section. The method's code
-(`method_code`: the package that defines it, its version and a hash of its modules' source) is
+(`method_code`: the package that defines it, its version and a hash of each module of its import
+closure, guards included) is
 compared on every rerun: a finished run whose method changed since says so, and a partial one is
 not resumed into a mix of two versions' numbers. It is provenance, not identity: the run's name
 stays the same, so a code change is reported rather than silently starting a second run.
@@ -10,13 +11,15 @@ stays the same, so a code change is reported rather than silently starting a sec
 
 from __future__ import annotations
 
+import ast
 import datetime as dt
 import hashlib
-import inspect
+import importlib.util
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, packages_distributions, version
 from pathlib import Path
 
@@ -54,25 +57,31 @@ def describe_device() -> str:
     return f"cpu {platform.machine()} ({os.cpu_count()} cores)"
 
 
-def method_code(cls: type, base: type) -> dict:
-    """The code a method runs: its package and version, a hash of the source of every module defining it, and its
-    hyperparameters' defaults (flat, as the run identity names them: what the leaderboard labels a variant by,
-    read from the run directory rather than from code that may have changed or be absent).
+#: The packages a method's code spans, besides its own package: its helpers and the base classes in
+#: `unlearnbench.methods`, and the guards a run applies with it.
+CODE_PACKAGES = ("unlearnbench.methods", "unlearnbench.guards")
 
-    The modules are those of `cls` and of its ancestors below `base` (SalUn's includes RL's module,
-    whose training it reuses); `base`'s module, the framework (`GradientMethod` too), is the package
-    version's business.
+
+def method_code(cls: type, guards: Sequence[type] = ()) -> dict:
+    """The code a run's method (and its guards) runs: package and version, a hash of every module of its import
+    closure, and the method's hyperparameter defaults.
+
+    The closure starts from the modules defining `cls`, its bases and mixins and the `guards`, and follows every
+    import (lazy ones too) into `CODE_PACKAGES` and the class's own top-level package (a plugin's): SFR-on's code
+    is `sfron.py` and the base classes, masks, schedules and gradient helpers it uses. `modules` maps each module
+    to the hash of its source, so a change names the module; `source_sha256` hashes them all. The defaults are
+    flat, as the run identity names them: what the leaderboard labels a variant by, read from the run directory
+    rather than from code that may have changed since or be absent.
     """
-    modules = sorted(
-        {klass.__module__ for klass in cls.__mro__ if issubclass(klass, base) and klass.__module__ != base.__module__}
-    )
-    digest = hashlib.sha256()
+    classes = [*cls.__mro__, *(klass for guard in guards for klass in guard.__mro__)]
+    tops = {klass.__module__.split(".")[0] for klass in (cls, *guards)} - {"unlearnbench"}  # a plugin's package
+    scopes = tuple(f"{package}." for package in (*CODE_PACKAGES, *sorted(tops)))
+    roots = {klass.__module__ for klass in classes if f"{klass.__module__}.".startswith(scopes)}
     try:
-        for name in modules:
-            digest.update(name.encode() + b"\0" + Path(inspect.getsourcefile(sys.modules[name])).read_bytes())
-        source_sha256 = digest.hexdigest()[:16]
-    except (KeyError, TypeError, OSError):  # a class made at run time (exec, a notebook): no file to hash
-        source_sha256 = None
+        modules = {name: _sha256(name.encode() + b"\0" + path.read_bytes()) for name, path in _closure(roots, scopes)}
+        source_sha256 = _sha256(b"".join(value.encode() for value in modules.values()))
+    except (TypeError, OSError):  # a class made at run time (exec, a notebook): no file to hash
+        modules, source_sha256 = {}, None
     top = cls.__module__.split(".")[0]
     package = (packages_distributions().get(top) or [top])[0]
     return {
@@ -84,6 +93,50 @@ def method_code(cls: type, base: type) -> dict:
     }
 
 
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def _closure(roots: set[str], scopes: tuple[str, ...]) -> list[tuple[str, Path]]:
+    """`roots` and every module they import at any depth inside `scopes`, sorted by name, with their source files.
+
+    Imports are read from the source (not from `sys.modules`), so the closure does not depend on which lazy
+    imports have run yet. A root without a source file is a TypeError."""
+    found: dict[str, Path] = {}
+    todo = sorted(roots)
+    while todo:
+        name = todo.pop()
+        if name in found:
+            continue
+        path = _source_file(name)
+        if path is None:
+            raise TypeError(f"module {name} has no source file")
+        found[name] = path
+        todo += [m for m in _imported(name, path) if f"{m}.".startswith(scopes) and _source_file(m) is not None]
+    return sorted(found.items())
+
+
+def _source_file(name: str) -> Path | None:
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):  # `from package.module import name`: name is no module
+        return None
+    return Path(spec.origin) if spec and spec.origin and spec.origin.endswith(".py") else None
+
+
+def _imported(name: str, path: Path) -> set[str]:
+    """The modules `name`'s source imports anywhere in its body: `import a.b`, `from a import b` (a.b and a)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    imported = set()
+    for node in ast.walk(ast.parse(path.read_bytes())):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            module = importlib.util.resolve_name("." * node.level + (node.module or ""), package)
+            imported |= {module, *(f"{module}.{alias.name}" for alias in node.names)}
+    return imported
+
+
 def _version(package: str, top: str) -> str | None:
     try:
         return version(package)
@@ -92,17 +145,39 @@ def _version(package: str, top: str) -> str | None:
 
 
 def method_code_change(recorded: dict | None, current: dict) -> str | None:
-    """What changed in a method's code since `recorded` (None: unchanged, or a run from before it was recorded).
+    """What changed in a method's code since `recorded`, in a few words (None: unchanged, or nothing recorded).
 
-    The defaults are not compared: they are part of the source, whose hash is."""
+    A record from before the import closure was hashed (`modules` a list of the method's own modules, with one
+    hash over them) is compared on what it covers: those modules' sources today against its hash. The defaults
+    are not compared: they are part of the source, whose hash is."""
     if not recorded:
         return None
     what = [
         f"{key} {recorded.get(key)} -> {current.get(key)}"
-        for key in ("package", "version", "modules", "source_sha256")
+        for key in ("package", "version")
         if recorded.get(key) != current.get(key)
     ]
+    before, now = recorded.get("modules"), current.get("modules") or {}
+    if isinstance(before, dict):
+        what += [
+            f"{name} {'added' if name not in before else 'removed' if name not in now else 'changed'}"
+            for name in sorted({*before, *now})
+            if before.get(name) != now.get(name)
+        ]
+    elif recorded.get("source_sha256") != _own_modules_sha256(before or []):
+        what.append(f"{', '.join(before or [])} changed")
     return ", ".join(what) or None
+
+
+def _own_modules_sha256(modules: list[str]) -> str | None:
+    """The hash a record from before the closure was hashed holds, of those modules' sources as they are today."""
+    digest = hashlib.sha256()
+    for name in modules:
+        path = _source_file(name)
+        if path is None:
+            return None
+        digest.update(name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def session_record(first_request: int, code: dict | None = None) -> dict:

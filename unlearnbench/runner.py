@@ -472,7 +472,7 @@ class Runner:
         run_dir.initialize(self.identity, self.stream.manifest(), self.train_labels, self.test_labels)
         rows = run_dir.rows()
         self.current_request = len(rows) + 1
-        self.method_code = method_code(type(self.method), UnlearningMethod)
+        self.method_code = method_code(type(self.method), [type(guard) for guard in self.guards])
         self.method_code_change = method_code_change(run_dir.recorded_method_code(), self.method_code) if rows else None
         if self.method_code_change and len(rows) < config.requests and not _diverged(rows):
             raise MethodCodeChangedError(
