@@ -98,6 +98,7 @@ def documented_runs(tmp_path_factory, shared_store) -> Path:
 def registries(monkeypatch):
     """Registrations a block makes stay in its test."""
     for registry in (METHODS, GUARDS, STREAMS, LOGGERS):
+        registry.names()  # the built-ins loaded first: restoring an unloaded registry would leave it empty
         monkeypatch.setattr(registry, "_entries", dict(registry._entries))
     saved = dict(METRIC_KEYS)
     yield

@@ -5,6 +5,7 @@ else) reaches every one of them."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ import pytest
 from rich.console import Console
 
 from tests.conftest import tiny_config
+from unlearnbench.config import RunConfig
 from unlearnbench.console import Reporter
 from unlearnbench.evaluation.keys import (
     GAP,
@@ -23,7 +25,11 @@ from unlearnbench.evaluation.keys import (
     gap_keys,
     metrics_table,
     register_metric,
+    user_metric_code,
 )
+from unlearnbench.provenance import method_code
+from unlearnbench.records import RunIdentity
+from unlearnbench.registry import METHODS
 from unlearnbench.report.leaderboard import build_leaderboard, column_keys
 from unlearnbench.runner import Runner
 
@@ -124,3 +130,32 @@ def test_a_metric_key_is_registered_once():
 def test_the_docs_metric_table_is_the_registry():
     """docs/reporting.md shows `metrics_table()` verbatim: a metric added to the registry is added to the docs."""
     assert metrics_table() in (ROOT / "docs" / "reporting.md").read_text()
+
+
+def test_a_users_metric_in_a_gap_is_part_of_the_run_identity_and_one_outside_is_not(tmp_path, monkeypatch):
+    """The gap it enters averages it: a run with it is another run (its own folder), never a resume or a row mixing
+    two gap definitions. Built-in metrics alone leave the identity, and so every existing folder name, as it was."""
+    config = RunConfig(method="finetune", out=tmp_path)
+
+    def identity():
+        return config.identity({"lr": 0.01}, {"epochs": 1}, 1)
+
+    plain = identity()
+    assert plain.metrics is None and "metrics" not in plain.to_json()
+    monkeypatch.setitem(METRIC_KEYS, DUMMY.key, replace(DUMMY, gaps=()))
+    assert identity() == plain
+    monkeypatch.setitem(METRIC_KEYS, DUMMY.key, DUMMY)
+    gapped = identity()
+    assert gapped.metrics == {"forget_confidence": ["gap"]}
+    assert config.run_path(gapped) != config.run_path(plain)
+    assert RunIdentity.from_json(json.loads(json.dumps(gapped.to_json()))) == gapped
+
+
+def test_a_users_metric_code_is_part_of_the_runs_recorded_code(monkeypatch):
+    """Its function's module (here this test module) and its imports are hashed beside the method's: editing it refuses a
+    resume."""
+    plain = method_code(METHODS.get("finetune"), user_metric_code())
+    monkeypatch.setitem(METRIC_KEYS, DUMMY.key, DUMMY)
+    with_metric = method_code(METHODS.get("finetune"), user_metric_code())
+    added = set(with_metric["modules"]) - set(plain["modules"])
+    assert __name__ in added and all(name.startswith("tests.") for name in added)  # the module and what it imports

@@ -1,4 +1,5 @@
-"""Plugins through the `unlearnbench.methods` entry point: found without importing, one broken plugin breaks nothing else.
+"""Plugins through the `unlearnbench.methods` entry point: found without importing, one broken plugin breaks nothing else;
+metric plugins through `unlearnbench.metrics`, loaded before a run is planned.
 
 Each test installs plugins the way pip leaves them for `importlib.metadata`: a `*.dist-info` folder
 with an `entry_points.txt`, beside the plugin's module, on the path of a fresh interpreter.
@@ -33,12 +34,12 @@ class PluginAscent(GradientMethod):
 '''
 
 
-def install(site: Path, name: str, module_source: str, entry: str) -> None:
+def install(site: Path, name: str, module_source: str, entry: str, group: str = "unlearnbench.methods") -> None:
     (site / f"{name}.py").write_text(textwrap.dedent(module_source))
     info = site / f"{name}-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(f"[unlearnbench.methods]\n{entry}\n")
+    (info / "entry_points.txt").write_text(f"[{group}]\n{entry}\n")
 
 
 def unlearnbench(site: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -104,3 +105,49 @@ def test_a_plugin_method_runs_beside_a_broken_one(site, tmp_path):
     assert result.returncode == 0, result.stderr
     (run_dir,) = (tmp_path / "runs").glob("plugin_ga-*")
     assert (run_dir / "summary.json").exists()
+
+
+METRIC = """
+\"\"\"A plugin metric that enters the papers' gap.\"\"\"
+from unlearnbench.evaluation.keys import GAP, MetricKey, register_metric
+
+
+def forget_top_logit(inputs):
+    return float(inputs.logits.train[inputs.request.forget].max(axis=1).mean())
+
+
+register_metric(MetricKey("forget_top_logit", "mean top logit on F_t", False, True, gaps=(GAP,), compute=forget_top_logit))
+"""
+
+PLAN = (
+    "from unlearnbench.cli import parse_run_args, run_config; from unlearnbench.plan import plan_run; "
+    "plan = plan_run(run_config(parse_run_args(['--method', 'ga']))); print(plan.identity.metrics); print(plan.run_dir.name)"
+)
+
+
+def planned(site: Path | None, cwd: Path) -> list[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*([str(site)] if site else []), *sys.path])}
+    result = subprocess.run([sys.executable, "-c", PLAN], capture_output=True, text=True, env=env, cwd=cwd)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout.splitlines()
+
+
+def test_a_metric_plugin_is_loaded_for_a_run_and_its_gap_is_part_of_the_runs_identity(tmp_path):
+    """`unlearnbench run` registers a plugin's metrics before planning: the gap it enters names another run."""
+    site = tmp_path / "site"
+    site.mkdir()
+    install(site, "metric_plugin", METRIC, "forget_top_logit = metric_plugin", group="unlearnbench.metrics")
+    plain = planned(None, tmp_path)
+    with_plugin = planned(site, tmp_path)
+    assert plain[0] == "None" and with_plugin[0] == "{'forget_top_logit': ['gap']}"
+    assert plain[1] != with_plugin[1] and plain[1].rsplit("-", 1)[0] == with_plugin[1].rsplit("-", 1)[0]
+
+
+def test_a_broken_metric_plugin_is_one_line_naming_it(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    install(site, "bad_metric", "import a_module_nobody_has\n", "bad = bad_metric", group="unlearnbench.metrics")
+    result = unlearnbench(site, "run", "--method", "ga", cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert "metric plugin 'bad' (bad_metric) failed to import: ModuleNotFoundError" in result.stderr
+    assert "fix or uninstall the plugin" in result.stderr and not (tmp_path / "runs").exists()

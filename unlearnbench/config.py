@@ -12,6 +12,7 @@ from typing import Literal
 
 from unlearnbench.data.cache import check_dataset_args
 from unlearnbench.errors import ConfigError, DamagedFileError
+from unlearnbench.evaluation.keys import load_metric_plugins, user_gap_metrics
 from unlearnbench.hparams import marker
 from unlearnbench.io import check_writable_directory
 from unlearnbench.methods.base import FitMethod, check_method_arguments, flat_arguments, method_arguments
@@ -289,6 +290,7 @@ class RunConfig:
         seed parts) is left out of the file by `RunIdentity.to_json`, so other runs keep their names.
         """
         tuned = self.tuned()
+        load_metric_plugins()
         built = {  # the fields that are not this config's field of the same name
             "method_args": method_hparams,
             # `--size 2` parses as 2.0 and a YAML `size: 2` as 2: one run, so one name
@@ -299,6 +301,7 @@ class RunConfig:
             "arch_args": check_arch_args(self.arch, self.arch_args) or None,
             "guards": [{name: self.resolved_guard_args(name)} for name in self.guards] or None,  # in order of use
             "tuned": marker(tuned["provenance"]) if tuned else None,  # where the hyperparameters came from
+            "metrics": user_gap_metrics(),  # a gap that averages a user's metric too is another gap
             # a seed part is recorded only where it departs from `seed`, so `--seed S` alone keeps its name
             **{
                 part: None if self.resolved_seed(part) == self.seed else self.resolved_seed(part) for part in SEED_PARTS

@@ -19,7 +19,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, packages_distributions, version
 from pathlib import Path
 
@@ -62,21 +62,23 @@ def describe_device() -> str:
 CODE_PACKAGES = ("unlearnbench.methods", "unlearnbench.guards")
 
 
-def method_code(cls: type, guards: Sequence[type] = ()) -> dict:
-    """The code a run's method (and its guards) runs: package and version, a hash of every module of its import
-    closure, and the method's hyperparameter defaults.
+def method_code(cls: type, parts: Sequence[Callable] = ()) -> dict:
+    """The code a run's method runs, with `parts` (the guards' classes, a user's metric functions): package and
+    version, a hash of every module of their import closure, and the method's hyperparameter defaults.
 
-    The closure starts from the modules defining `cls`, its bases and mixins and the `guards`, and follows every
-    import (lazy ones too) into `CODE_PACKAGES` and the class's own top-level package (a plugin's): SFR-on's code
+    The closure starts from the modules defining `cls`, its bases and mixins and the `parts`, and follows every
+    import (lazy ones too) into `CODE_PACKAGES` and the top-level package of each (a plugin's): SFR-on's code
     is `sfron.py` and the base classes, masks, schedules and gradient helpers it uses. `modules` maps each module
     to the hash of its source, so a change names the module; `source_sha256` hashes them all. The defaults are
     flat, as the run identity names them: what the leaderboard labels a variant by, read from the run directory
     rather than from code that may have changed since or be absent.
     """
-    classes = [*cls.__mro__, *(klass for guard in guards for klass in guard.__mro__)]
-    tops = {klass.__module__.split(".")[0] for klass in (cls, *guards)} - {"unlearnbench"}  # a plugin's package
+    tops = {part.__module__.split(".")[0] for part in (cls, *parts)} - {"unlearnbench"}  # a plugin's package
     scopes = tuple(f"{package}." for package in (*CODE_PACKAGES, *sorted(tops)))
-    roots = {klass.__module__ for klass in classes if f"{klass.__module__}.".startswith(scopes)}
+    roots = {klass.__module__ for klass in cls.__mro__ if f"{klass.__module__}.".startswith(scopes)}
+    for part in parts:  # a part made at run time (a notebook's metric) has no file: the method's code still counts
+        defining = {klass.__module__ for klass in getattr(part, "__mro__", (part,))}
+        roots |= {name for name in defining if f"{name}.".startswith(scopes) and _source_file(name) is not None}
     try:
         modules = {name: _sha256(name.encode() + b"\0" + path.read_bytes()) for name, path in _closure(roots, scopes)}
         source_sha256 = _sha256(b"".join(value.encode() for value in modules.values()))

@@ -215,6 +215,7 @@ _IDENTITY_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "unlearn_seed": (_optional(_is_int), "a seed"),
     "stream_seed": (_optional(_is_int), "a seed"),
     "oracle_seeds": (_is_int, "a number of oracles"),
+    "metrics": (_optional(_is_mapping), "a mapping of metric -> the gaps it enters"),
 }
 
 
@@ -258,6 +259,8 @@ class RunIdentity:
     unlearn_seed: int | None = None
     stream_seed: int | None = None
     oracle_seeds: int = 1
+    #: the user's metrics that enter a gap, with the gaps (`keys.user_gap_metrics`; None: only built-in ones do)
+    metrics: dict | None = None
 
     @property
     def guard_names(self) -> list[str]:

@@ -33,7 +33,7 @@ from unlearnbench.data.validation import validation_view
 from unlearnbench.divergence import DivergenceMonitor
 from unlearnbench.evaluation.evaluator import EvalLogits, compute_logits
 from unlearnbench.evaluation.geometry import GeometryRecorder
-from unlearnbench.evaluation.keys import GAP_ACC, gap_keys
+from unlearnbench.evaluation.keys import GAP_ACC, gap_keys, user_metric_code
 from unlearnbench.evaluation.oracle_mia import request_attack, request_phi
 from unlearnbench.evaluation.privacy import request_privacy
 from unlearnbench.evaluation.scoring import avg_gap, forward_gain, request_scores, stream_summary
@@ -472,7 +472,7 @@ class Runner:
         run_dir.initialize(self.identity, self.stream.manifest(), self.train_labels, self.test_labels)
         rows = run_dir.rows()
         self.current_request = len(rows) + 1
-        self.method_code = method_code(type(self.method), [type(guard) for guard in self.guards])
+        self.method_code = method_code(type(self.method), [*map(type, self.guards), *user_metric_code()])
         self.method_code_change = method_code_change(run_dir.recorded_method_code(), self.method_code) if rows else None
         if self.method_code_change and len(rows) < config.requests and not _diverged(rows):
             raise MethodCodeChangedError(

@@ -12,6 +12,7 @@ new metric is one function and one `register_metric` call (docs/extending.md).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -323,6 +324,57 @@ for _metric in (
     MetricKey("cos_prev", "cosine between u_t and u_(t−1)", False, False, True),
 ):
     register_metric(_metric)
+
+#: The package's own metrics; any other registered one is a user's (a plugin's, a notebook's).
+BUILTIN_METRICS = frozenset(METRIC_KEYS)
+#: The entry point group of metric plugins: each names a module that registers its metrics on import, or a `MetricKey`.
+METRIC_ENTRY_POINTS = "unlearnbench.metrics"
+
+
+@functools.cache  # once per process; a plugin that failed to import is tried again (and fails again) next time
+def load_metric_plugins() -> None:
+    """Register the metrics of every installed plugin (`[project.entry-points."unlearnbench.metrics"]`).
+
+    Unlike a method, which a run names, every registered metric is computed, so all are loaded before a run is
+    planned: the metrics a plugin adds to a gap are part of the run's identity (`user_gap_metrics`). An entry
+    point names a module that registers its metrics on import, or a `MetricKey`. A plugin that fails to import
+    is one line naming it and the fix.
+    """
+    from importlib.metadata import entry_points
+
+    from unlearnbench.registry import PluginImportError
+
+    for entry_point in entry_points(group=METRIC_ENTRY_POINTS):
+        try:
+            loaded = entry_point.load()
+        except Exception as error:  # foreign code at import: one line, never a traceback
+            detail = " ".join(f"{type(error).__name__}: {error}".split())
+            raise PluginImportError(
+                f"metric plugin {entry_point.name!r} ({entry_point.value}) failed to import: {detail}; fix or "
+                f"uninstall the plugin"
+            ) from error
+        if isinstance(loaded, MetricKey) and loaded.key not in METRIC_KEYS:
+            register_metric(loaded)
+
+
+def user_metrics() -> list[MetricKey]:
+    """The registered metrics that are not the package's own, in registry order."""
+    return [metric for key, metric in METRIC_KEYS.items() if key not in BUILTIN_METRICS]
+
+
+def user_metric_code() -> list[Callable]:
+    """The functions computing the user's metrics: code a run's provenance hashes beside the method's."""
+    return [metric.compute for metric in user_metrics() if metric.compute is not None]
+
+
+def user_gap_metrics() -> dict[str, list[str]] | None:
+    """The user's metrics that enter a gap, with the gaps (None: the gaps are the package's own).
+
+    A run's gaps average these beside the built-in keys, so they are part of its identity: a gap defined
+    otherwise is another run, never a resume or a leaderboard row mixing two definitions."""
+    entering = {metric.key: list(metric.gaps) for metric in user_metrics() if metric.gaps}
+    return entering or None
+
 
 #: The leaderboard's headline column: its first, the one a row is read by.
 HEADLINE = "gap_acc"
