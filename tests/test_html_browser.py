@@ -69,18 +69,25 @@ def test_html_page_loads_shows_every_row_and_sorts(tmp_path, browser):
     errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
     assert errors == []
     assert browser.title == "unlearnbench leaderboard"
-    (table,) = browser.find_elements(By.CSS_SELECTOR, "table.leaderboard")
+    (table,) = browser.find_elements(By.CSS_SELECTOR, "table.leaderboard.headline")
     pinned = table.find_elements(By.CSS_SELECTOR, "tbody.pinned tr")
     assert [row.get_attribute("data-method") for row in pinned] == [ORACLE_LABEL]
     shown = _order(table)
     assert sorted(shown) == sorted([*methods, "scrub"])
     assert all(row.is_displayed() for row in table.find_elements(By.CSS_SELECTOR, "tbody tr"))
-    assert "unfinished (1/3)" in table.text
+    assert "0 of 1" in table.text  # scrub's unfinished run: the headline's count says so
+    (details,) = browser.find_elements(By.CSS_SELECTOR, "details.all")
+    (everything,) = details.find_elements(By.CSS_SELECTOR, "table.leaderboard.all")
+    assert not everything.is_displayed()  # folded until asked for
+    details.find_element(By.TAG_NAME, "summary").click()
+    assert everything.is_displayed()
+    assert "unfinished (1/3)" in everything.text
     assert len(browser.find_elements(By.CSS_SELECTOR, ".plots img")) >= 3
 
     (group,) = board.groups
     means = {e.label: e.cells["retain_acc"].mean for e in group.entries}
     ascending = sorted((m for m in means if means[m] is not None), key=lambda m: means[m])
+    _assert_headline_reads_at_1400_px(browser, table)
     header = table.find_element(By.CSS_SELECTOR, 'th[data-key="retain_acc"]')
     header.click()
     assert _order(table) == [*ascending, "scrub"]  # missing values last
@@ -94,3 +101,18 @@ def test_html_page_loads_shows_every_row_and_sorts(tmp_path, browser):
     assert [row.get_attribute("data-method") for row in pinned] == [ORACLE_LABEL]  # the oracle stays on top
     errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
     assert errors == []
+
+
+def _assert_headline_reads_at_1400_px(browser, table) -> None:
+    """At the window's 1400 px, every headline column is inside the window and its box has nothing to scroll."""
+    width = browser.execute_script("return window.innerWidth")
+    assert width <= 1400
+    box = table.find_element(By.XPATH, "..")
+    assert browser.execute_script("return arguments[0].scrollWidth <= arguments[0].clientWidth", box)
+    headers = table.find_elements(By.CSS_SELECTOR, "thead th")
+    assert 3 <= len(headers) <= 8
+    for header in headers:
+        assert header.is_displayed()
+        assert browser.execute_script("return arguments[0].getBoundingClientRect().right", header) <= width
+    top = browser.execute_script("return arguments[0].getBoundingClientRect().top", table)
+    assert top < browser.execute_script("return window.innerHeight")  # in the first screen, no scrolling down

@@ -448,7 +448,34 @@ def test_html_tables_scroll_within_1400_px_with_a_sticky_method_column(runs, tmp
     page = build_leaderboard(root, tmp_path / "board", plots=False).files["html"].read_text()
     assert "div.scroll { max-width: 1400px; overflow-x: auto; }" in page
     assert "tr > :first-child { position: sticky; left: 0;" in page
-    assert page.count('<div class="scroll"><table class="leaderboard"') == 1
+    assert page.count('<div class="scroll"><table class="leaderboard headline"') == 1
+    assert page.count('<details class="all"><summary>All ') == 1
+
+
+def test_each_table_opens_with_a_headline_of_at_most_8_columns_and_folds_the_rest(runs, tmp_path):
+    """The Markdown page: per setting, a headline table (method, n and `HEADLINE_COLUMNS`) with the reference rows
+    and every method, then every column and the statuses under a <details> element."""
+    from unlearnbench.report.leaderboard import HEADLINE_COLUMNS
+
+    root, _ = runs
+    board = build_leaderboard(root, tmp_path / "board", plots=False)
+    (group,) = board.groups
+    text = board.files["md"].read_text()
+    section = text.split(f"## {group.title}", 1)[1]
+    headline, rest = section.split("<details><summary>", 1)
+    header = next(line for line in headline.splitlines() if line.startswith("| method"))
+    cells = [cell.strip() for cell in header.strip("|").split("|")]
+    assert len(cells) <= 8
+    assert cells[:2] == ["method", "n"]
+    titles = {column.key: column.title for column in group.columns}
+    assert [cell.split()[0] for cell in cells[2:]] == [titles[key] for key in HEADLINE_COLUMNS if key in titles]
+    assert {"gap_acc", "forget_acc", "retain_acc", "test_acc"} <= set(titles)
+    rows = [line for line in headline.splitlines() if line.startswith("| ") and not line.startswith("| method")]
+    assert [row.split("|")[1].strip().strip("*") for row in rows] == [entry.label for entry in group.rows]
+    full, _ = rest.split("</details>", 1)
+    full_header = next(line for line in full.splitlines() if line.startswith("| method"))
+    assert len(full_header.strip("|").split("|")) == 2 + len(group.columns) + 1  # and the status
+    assert full_header.rstrip().endswith("| status |")
 
 
 @pytest.mark.slow

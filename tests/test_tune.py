@@ -27,6 +27,7 @@ from unlearnbench.config import Hardware, RunConfig
 from unlearnbench.data.base import ImageSplit
 from unlearnbench.data.cache import DatasetCache
 from unlearnbench.data.validation import VALIDATION_FRACTION, validation_indices, validation_view
+from unlearnbench.errors import ConfigError
 from unlearnbench.hparams import hparams_path
 from unlearnbench.methods.base import method_arguments
 from unlearnbench.plan import load_suite
@@ -437,6 +438,39 @@ def test_the_cpu_tune_suite_covers_every_method_with_one_budget(tmp_path, monkey
     for spec in specs:
         spec.validate()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_memorizing_tier_tune_suite_gives_every_method_20_trials_per_stream_it_serves(tmp_path, monkeypatch):
+    """benchmarks/tune_fashionmnist_mlp.yaml tunes the published tier's setting (benchmarks/fashionmnist_mlp.yaml):
+    every method on each stream kind it serves (unsir: class-wise alone), one budget of >= 20 trials, tuning
+    seeds disjoint from the evaluation seeds."""
+    monkeypatch.chdir(tmp_path)
+    specs = suite_specs(load_suite(ROOT / "benchmarks" / "tune_fashionmnist_mlp.yaml"))
+    evaluation = load_suite(ROOT / "benchmarks" / "fashionmnist_mlp.yaml")
+    for stream in ("classwise", "random"):
+        tuned = sorted(spec.method for spec in specs if spec.stream == stream)
+        served = [m for m in METHODS.names() if stream in (getattr(METHODS.get(m), "streams", None) or (stream,))]
+        assert tuned == served
+    assert "unsir" not in {spec.method for spec in specs if spec.stream == "random"}
+    assert len({(spec.trials, spec.tune_seeds, spec.requests, spec.epoch_cap()) for spec in specs}) == 1
+    assert specs[0].trials >= 20 and not set(specs[0].tune_seeds) & set(evaluation["seeds"])
+    assert specs[0].epoch_cap() == 6  # ceil(20% of the tier recipe's 30 epochs)
+    common = evaluation["common"]
+    for spec in specs:
+        assert (spec.dataset, spec.dataset_args, spec.arch) == (
+            common["dataset"],
+            common["dataset_args"],
+            common["arch"],
+        )
+        spec.validate()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_tune_suite_that_names_a_method_on_a_stream_it_cannot_serve_is_refused(tmp_path):
+    suite = {"methods": ["unsir"], "streams": [{"stream": "random"}]}
+    (spec,) = suite_specs(suite, out=tmp_path)
+    with pytest.raises(ConfigError, match="serves only classwise"):
+        spec.validate()
 
 
 def test_dataset_and_arch_arguments_reach_every_trial_and_name_their_own_study(tmp_path):

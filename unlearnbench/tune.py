@@ -540,7 +540,9 @@ COMMON_KEYS = {
 def suite_specs(suite: dict, out: Path | None = None, storage: str | None = None) -> list[TuneSpec]:
     """Every study of a tune suite, in order (stream-major, then method); ConfigError for a bad file.
 
-    `methods: all` tunes every registered method, so a method added later joins the suite unasked.
+    `methods: all` tunes every registered method on every stream kind it serves (a method's `streams`), so a
+    method added later joins the suite unasked and a class-wise-only method (unsir) is left out of the random
+    studies; a method named in a list is tuned on every stream, and one that cannot serve it is refused.
     """
     from unlearnbench.plan import _streams
 
@@ -551,7 +553,8 @@ def suite_specs(suite: dict, out: Path | None = None, storage: str | None = None
     if not isinstance(common, dict) or set(common) - COMMON_KEYS:
         raise ConfigError(f"`common` of a tune suite takes only: {', '.join(sorted(COMMON_KEYS))}")
     methods = suite.get("methods")
-    if methods == "all":
+    every_method = methods == "all"
+    if every_method:
         methods = METHODS.names()
     if not isinstance(methods, list) or not methods or not all(isinstance(m, str) for m in methods):
         raise ConfigError("`methods` must be `all` or a non-empty list of method names")
@@ -565,6 +568,9 @@ def suite_specs(suite: dict, out: Path | None = None, storage: str | None = None
     specs = []
     for stream in _streams(suite.get("streams")):
         for method in methods:
+            served = getattr(METHODS.get(method), "streams", None)
+            if every_method and served is not None and stream["stream"] not in served:
+                continue
             specs.append(
                 TuneSpec(
                     method=method,

@@ -1,7 +1,9 @@
 """The leaderboard as one self-contained static HTML page: inline CSS and JS, plots embedded as data
 URIs, no network request of any kind. Clicking a column header sorts the method rows by that column
-(again: reverse); the oracle row stays on top as the reference. A table wider than 1400 px scrolls
-sideways inside its box, with the method column sticky on the left, so a row stays readable.
+(again: reverse); the oracle and original rows stay on top as the references. Each setting opens with its
+headline table (`leaderboard.HEADLINE_COLUMNS`, eight columns that fit a 1400 px window), and every column
+follows in a table folded under a `<details>` element; a table wider than its box scrolls sideways inside
+it, with the method column sticky on the left, so a row stays readable.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ table.leaderboard tr.oracle > :first-child { background: #eef4ff; }
 .plots img { max-width: 400px; max-height: 300px; margin: 4px 8px 4px 0; border: 1px solid #d0d7de; }
 table.provenance td, table.provenance th { font-size: 12px; text-align: left; cursor: default; }
 table.privacy th { cursor: default; } h3 { font-size: 14px; margin: 14px 0 4px; }
+details.all { margin: 4px 0 10px; } details.all summary { cursor: pointer; color: #0969da; }
 """
 
 JS = """
@@ -89,12 +92,31 @@ def _data_uri(path: Path) -> str:
     return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode("ascii")
 
 
-def _row(entry, columns) -> str:
+def _table(group, columns, kind: str, status: bool) -> str:
+    """One sortable table of `group` over `columns`: its reference rows pinned on top, then its methods."""
+    parts = [f'<div class="scroll"><table class="leaderboard {kind}" data-group="{_e(group.slug)}"><thead><tr>']
+    parts.append('<th class="label">method</th><th title="runs averaged: seeds x unlearning chains">n</th>')
+    for column in columns:
+        parts.append(
+            f'<th data-key="{_e(column.key)}" title="{_e(column.description)}">{_e(column.title)} '
+            f'<span class="arrow">{_e(column.arrow)}</span></th>'
+        )
+    parts.append(('<th class="label">status</th>' if status else "") + "</tr></thead>")
+    if group.references:
+        parts.append(
+            '<tbody class="pinned">' + "".join(_row(e, columns, status) for e in group.references) + "</tbody>"
+        )
+    parts.append('<tbody class="methods">' + "".join(_row(e, columns, status) for e in group.entries) + "</tbody>")
+    parts.append("</table></div>")
+    return "".join(parts)
+
+
+def _row(entry, columns, status: bool) -> str:
     classes = ["oracle"] if entry.is_reference else []
     if not entry.is_reference and any(run.status != "complete" for run in entry.runs):
         classes.append("incomplete")
     cells = [f'<td class="label" data-value="{_e(entry.label)}">{_e(entry.label)}</td>']
-    cells.append(f'<td data-value="{entry.n}">{entry.n}</td>')
+    cells.append(f'<td data-value="{entry.n}">{_e(entry.n_text)}</td>')
     for column in columns:
         cell = entry.cells[column.key]
         value = "" if cell.mean is None else repr(cell.mean)
@@ -104,7 +126,8 @@ def _row(entry, columns) -> str:
             "</span>" if cell.std is not None else ""
         )
         cells.append(f'<td{best}{title} data-value="{value}">{text}</td>')
-    cells.append(f'<td class="status" data-value="{_e(entry.status)}">{_e(entry.status)}</td>')
+    if status:
+        cells.append(f'<td class="status" data-value="{_e(entry.status)}">{_e(entry.status)}</td>')
     return f'<tr class="{" ".join(classes)}" data-method="{_e(entry.label)}">' + "".join(cells) + "</tr>"
 
 
@@ -137,20 +160,12 @@ def render_html(groups, prov: dict, plots: dict[str, list[Path]], out_dir: Path,
         parts.append("<p>No run directories found.</p>")
     for group in groups:
         parts.append(f'<h2 id="{_e(group.slug)}">{_e(group.title)}</h2>')
-        parts.append(f'<div class="scroll"><table class="leaderboard" data-group="{_e(group.slug)}"><thead><tr>')
-        parts.append('<th class="label">method</th><th title="runs averaged: seeds x unlearning chains">n</th>')
-        for column in group.columns:
-            parts.append(
-                f'<th data-key="{_e(column.key)}" title="{_e(column.description)}">{_e(column.title)} '
-                f'<span class="arrow">{_e(column.arrow)}</span></th>'
-            )
-        parts.append('<th class="label">status</th></tr></thead>')
-        if group.references:
-            parts.append(
-                '<tbody class="pinned">' + "".join(_row(e, group.columns) for e in group.references) + "</tbody>"
-            )
-        parts.append('<tbody class="methods">' + "".join(_row(e, group.columns) for e in group.entries) + "</tbody>")
-        parts.append("</table></div>")
+        parts.append(_table(group, group.headline_columns, "headline", status=False))
+        parts.append(
+            f'<details class="all"><summary>All {len(group.columns)} columns, with each row\'s status</summary>'
+            + _table(group, group.columns, "all", status=True)
+            + "</details>"
+        )
         images = plots.get(group.slug, [])
         if images:
             parts.append('<div class="plots">')

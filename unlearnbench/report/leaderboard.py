@@ -193,6 +193,13 @@ STREAM_COLUMNS: tuple[Column, ...] = (
 )
 
 
+#: The headline table's columns, in order, after method and n: the gap to the oracle, the three accuracies a reader
+#: compares with the oracle and original rows above them, the membership advantage (marked n.s. inside its
+#: permutation null interval) and the unlearning time. Eight columns in all, so a table reads without scrolling;
+#: every other column follows in the full table below it.
+HEADLINE_COLUMNS = ("gap_acc", "forget_acc", "retain_acc", "test_acc", "mia_advantage", "rte_s")
+
+
 def columns() -> tuple[Column, ...]:
     """The leaderboard's columns: the metrics that declare a column (`METRIC_KEYS`), the headline first, then the
     stream columns. Read at every call, so a metric registered by a plugin or a test is a column at once."""
@@ -469,6 +476,14 @@ class Entry:
         return len([run for run in self.runs if run.status == "complete"])
 
     @property
+    def n_text(self) -> str:
+        """n, or "n of m" where some of the row's m runs are unfinished or damaged: the headline table has no
+        status column, so its count says that a row averages fewer runs than it has."""
+        if self.is_reference or self.n == len(self.runs):
+            return str(self.n)
+        return f"{self.n} of {len(self.runs)}"
+
+    @property
     def is_reference(self) -> bool:
         """The oracle's or the original model's row: a reference every method is read against, never ranked."""
         return self.is_oracle or self.is_original
@@ -511,6 +526,12 @@ class Group:
     @property
     def rows(self) -> list[Entry]:
         return self.references + self.entries
+
+    @property
+    def headline_columns(self) -> tuple[Column, ...]:
+        """The table's `HEADLINE_COLUMNS` that have a value, in that order."""
+        shown = {column.key: column for column in self.columns}
+        return tuple(shown[key] for key in HEADLINE_COLUMNS if key in shown)
 
 
 #: What a row averages over: the seed, and the unlearn seed of a suite's unlearning chains (`unlearn_seeds: K`).
@@ -808,6 +829,8 @@ INTRO = (
     "over the stream. The *original (pretrained)* row is the model before any request, scored on request T's sets: "
     "what unlearning has to close (a method no nearer the oracle than it removed nothing). "
     "Arrows: ↑/↓ better; →oracle: the target is the oracle's value (the top row). "
+    "Each table opens with its headline columns; every column, with each row's status, follows under "
+    '*All columns* (n = "2 of 3": a row with unfinished or damaged runs). '
     "**Bold** = best per column (closest to the oracle where it is the target), among two methods or more; "
     "`single_acc`, `fwd_fail`, "
     "`drift`, `bwd_fail` and `remem` are not marked, since a method that forgets nothing has no failure either."
@@ -825,22 +848,32 @@ def _md_escape(text: object) -> str:
     return " ".join(html.escape(str(text), quote=False).split()).replace("|", "\\|")
 
 
+def _markdown_table(group: Group, columns: tuple[Column, ...], status: bool) -> list[str]:
+    lines = ["| method | n | " + " | ".join(_header(c) for c in columns) + (" | status |" if status else " |")]
+    lines.append("|---|---:|" + "---:|" * len(columns) + ("---|" if status else ""))
+    for entry in group.rows:
+        cells = []
+        for column in columns:
+            text = entry.cells[column.key].text(column.digits)
+            cells.append(f"**{text}**" if column.key in entry.best else text)
+        label = f"*{_md_escape(entry.label)}*" if entry.is_reference else _md_escape(entry.label)
+        line = f"| {label} | {entry.n_text} | " + " | ".join(cells) + " |"
+        lines.append(line + (f" {_md_escape(entry.status)} |" if status else ""))
+    return lines
+
+
 def render_markdown(groups: list[Group], prov: dict, plots: dict[str, list[Path]], out_dir: Path) -> str:
+    """Per table: the headline (`HEADLINE_COLUMNS`), then every column with each row's status folded under
+    a `<details>` element (GitHub renders the Markdown table inside it), the plots and the privacy tables."""
     lines = ["# unlearnbench leaderboard", "", INTRO, ""]
     if not groups:
         lines += ["No run directories found.", ""]
     for group in groups:
         lines += [f"## {_md_escape(group.title)}", ""]
-        lines.append("| method | n | " + " | ".join(_header(c) for c in group.columns) + " | status |")
-        lines.append("|---|---:|" + "---:|" * len(group.columns) + "---|")
-        for entry in group.rows:
-            cells = []
-            for column in group.columns:
-                text = entry.cells[column.key].text(column.digits)
-                cells.append(f"**{text}**" if column.key in entry.best else text)
-            label = f"*{_md_escape(entry.label)}*" if entry.is_reference else _md_escape(entry.label)
-            lines.append(f"| {label} | {entry.n} | " + " | ".join(cells) + f" | {_md_escape(entry.status)} |")
-        lines.append("")
+        lines += _markdown_table(group, group.headline_columns, status=False)
+        lines += ["", f"<details><summary>All {len(group.columns)} columns, with each row's status</summary>", ""]
+        lines += _markdown_table(group, group.columns, status=True)
+        lines += ["", "</details>", ""]
         for path in plots.get(group.slug, []):
             relative = path.relative_to(out_dir).as_posix()
             lines.append(f"![{path.stem}]({relative})")
