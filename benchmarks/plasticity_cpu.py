@@ -1,6 +1,6 @@
 """The plasticity-collapse paper's protocol on a CPU: a random and a class-wise stream, five methods, on a tier.
 
-    python benchmarks/plasticity_cpu.py [--tier fashionmnist|digits] [--out DIR] [--seeds 0 1 2] [--only rl salun]
+    python benchmarks/plasticity_cpu.py [--tier fashionmnist|digits] [--out DIR] [--seeds 0 1 2] [--only rl salun rl+ewc]
 
 Tiers: `fashionmnist` (default), the memorizing setting of `benchmarks/fashionmnist_mlp.yaml` (its
 `common` block: 10,000 real Fashion-MNIST images, the `mlp` arch, no augmentation); `digits`, scikit-learn's
@@ -8,7 +8,8 @@ digits with smallcnn, where the random stream's oracle forgets nothing. Streams:
 train set per request, T = 40 (40% forgotten), and class-wise, one class per request, T = 9 (every
 class but one); oracles and single-shot counterfactuals every 5 requests and at T, both baselines
 (`--single-shot-baseline both`): the paper's single task (F_t alone, retain = train minus F_t) and
-the cumulative-retain one. Methods: FT, NegGrad+, RL, SalUn, MUNBa at their defaults. It prints the
+the cumulative-retain one. Methods: FT, NegGrad+, RL, SalUn, MUNBa at their defaults (`--only` picks others,
+`method+guard` for a guarded one: `--only loft continual_loft rl+ewc rl+orthogonal`). It prints the
 paper's table (single-task forget acc, continual last-task forget acc, gain; mean ± 95% t-interval
 over the seeds) per stream and method, writes the leaderboard with the T×T history heatmaps under
 OUT/leaderboard, and says for each of the paper's four key findings whether it is observed here,
@@ -55,6 +56,12 @@ def tier(name: str) -> dict:
     return {key: common[key] for key in TIER_KEYS if key in common}
 
 
+def suite_entry(name: str) -> str | dict:
+    """A suite's method entry for `name`: `rl` as it is, `rl+ewc` as RL with the EWC guard (guards in order)."""
+    method, *guards = name.split("+")
+    return {"method": method, "guards": guards} if guards else method
+
+
 def suite(seeds: list[int], methods: list[str], tier_name: str = "fashionmnist") -> dict:
     out = "runs/plasticity_cpu" + ("" if tier_name == "digits" else f"_{tier_name}")
     return {
@@ -68,7 +75,7 @@ def suite(seeds: list[int], methods: list[str], tier_name: str = "fashionmnist")
             "accelerator": "cpu",
         },
         "streams": STREAMS,
-        "methods": methods,
+        "methods": [suite_entry(name) for name in methods],
         "seeds": seeds,
     }
 
@@ -208,7 +215,8 @@ def main() -> None:
     for cell in result.cells:
         numbers = None if cell.status == "failed" else cell_numbers(cell.run_dir)
         if numbers is not None:
-            per_seed.setdefault((cell.config.stream, cell.config.method), []).append(numbers)
+            label = "+".join([cell.config.method, *cell.config.guards])
+            per_seed.setdefault((cell.config.stream, label), []).append(numbers)
         elif cell.status != "failed":
             diverged.append(cell.run_dir.name)
     print(f"seeds {args.seeds}: mean ± 95% t-interval")

@@ -158,3 +158,13 @@ def test_the_memorizing_tier_suite_is_the_setting_measured_to_memorize(no_datase
     plasticity = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(plasticity)
     assert plasticity.tier("fashionmnist") == {key: common[key] for key in ("dataset", "dataset_args", "arch")}
+    guarded = plasticity.suite([0], ["loft", "rl+ewc", "rl+orthogonal+lwf"])
+    assert guarded["methods"] == [
+        "loft",
+        {"method": "rl", "guards": ["ewc"]},
+        {"method": "rl", "guards": ["orthogonal", "lwf"]},
+    ]
+    assert {cell.config.method: cell.config.guards for cell in check_suite(guarded)}["rl"] in (
+        ["ewc"],
+        ["orthogonal", "lwf"],
+    )
