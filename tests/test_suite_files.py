@@ -112,21 +112,18 @@ def test_folder_of_classes_has_no_known_size():
     assert getattr(DATASETS.get("imagefolder"), "known_size", None) is None
 
 
-def test_the_published_leaderboard_suite_runs_every_registered_method_on_fashionmnist(empty_cwd, no_datasets):
-    """docs/leaderboard/ comes from benchmarks/fashionmnist.yaml: a new method serving both kinds joins it, at its defaults."""
+def test_the_published_leaderboard_suite_runs_every_registered_method_on_the_memorizing_tier(empty_cwd, no_datasets):
+    """docs/leaderboard/ comes from benchmarks/fashionmnist_mlp.yaml: a new method serving both kinds joins it, at its
+    defaults; the 700-image setting whose model memorized nothing is gone."""
     from unlearnbench.registry import METHODS
 
-    suite = load_suite(ROOT / "benchmarks" / "fashionmnist.yaml")
+    suite = load_suite(ROOT / "benchmarks" / "fashionmnist_mlp.yaml")
     cells = check_suite(suite)
     both = {name for name in METHODS.names() if METHODS.get(name).streams in (None, ("classwise", "random"))}
     assert {cell.config.method for cell in cells} == both, "a method that serves both stream kinds joins the suite"
     assert all(cell.config.method_args == {} for cell in cells)
-    assert {(c.config.stream, c.identity.size, c.config.requests) for c in cells} == {
-        ("classwise", 1, 5),
-        ("random", 0.01, 10),
-    }
-    assert {c.config.seed for c in cells} == {0, 1, 2} and suite["leaderboard"] == "docs/leaderboard"
-    assert all(c.config.dataset == "fashionmnist" and c.config.oracle == "retrain" for c in cells)
+    assert suite["leaderboard"] == "docs/leaderboard"
+    assert not (ROOT / "benchmarks" / "fashionmnist.yaml").exists()
 
 
 def test_the_memorizing_tier_suite_is_the_setting_measured_to_memorize(no_datasets):
