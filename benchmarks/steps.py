@@ -1,7 +1,7 @@
 """Optimizer steps one request gets, for every registered method at its defaults, in one setting.
 
     python benchmarks/steps.py [run options] [--methods a,b] [--json FILE]
-    python benchmarks/steps.py --suite benchmarks/fashionmnist.yaml [--methods a,b] [--json FILE] [--store DIR]
+    python benchmarks/steps.py --suite benchmarks/fashionmnist_mlp.yaml [--methods a,b] [--json FILE] [--store DIR]
 
 The run options are `unlearnbench run`'s, read by its own parser (`--dataset fashionmnist
 --dataset.train_size 10000 --arch mlp --stream random --size 0.01 --requests 10 --store DIR`), so
