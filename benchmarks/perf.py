@@ -131,8 +131,9 @@ def _bare_run(root: Path, _repeat: int) -> float:
             bare.stream.configure_batches(bare.method.batch_mode, hp.batch_size)
             _bare_fit(model, bare.stream.train_dataloader(), hp.epochs, hp.lr, hp.momentum, hp.weight_decay)
             oracle = [compute_logits(bare.trained_model(request.forgotten, "oracle"), bare.dataset)]
-            bare.score_request(request, compute_logits(model, bare.dataset), oracle)
-            bare.score_request(request, original, oracle)
+            oracle_scores = bare.score_oracle(request, oracle)
+            bare.score_request(request, compute_logits(model, bare.dataset), oracle, oracle_scores)
+            bare.score_request(request, original, oracle, oracle_scores)
     return time.perf_counter() - start
 
 

@@ -34,8 +34,8 @@ from unlearnbench.divergence import DivergenceMonitor
 from unlearnbench.evaluation.evaluator import EvalLogits, compute_logits
 from unlearnbench.evaluation.geometry import GeometryRecorder
 from unlearnbench.evaluation.keys import GAP_ACC, gap_keys
-from unlearnbench.evaluation.oracle_mia import request_attack, request_phi
-from unlearnbench.evaluation.privacy import request_privacy
+from unlearnbench.evaluation.oracle_mia import ATTACK_KEYS, request_attack, request_phi
+from unlearnbench.evaluation.privacy import RMIA_KEYS, TOW_KEYS, request_privacy
 from unlearnbench.evaluation.scoring import avg_gap, forward_gain, request_scores, stream_summary
 from unlearnbench.evaluation.updates import parameter_update, snapshot
 from unlearnbench.guards import build_guards, pack_state, unpack_state
@@ -251,29 +251,35 @@ class Runner:
             mia_protocol=self.config.mia_protocol,
         ) | request_phi(logits, self.train_labels, self.test_labels, request)
 
+    def score_oracle(self, request: Request, oracle_logits: list[EvalLogits]) -> dict | None:
+        """The row's oracle (the first of request t's) scored on request t; None without oracles.
+
+        The oracle is its own reference, so the keys of the oracle-referenced attacks are None in its row.
+        Computed once per request and passed to every model scored against it (`score_request`): the
+        method's row and the original's.
+        """
+        if not oracle_logits:
+            return None
+        return self.score(oracle_logits[0], request) | dict.fromkeys((*ATTACK_KEYS, *RMIA_KEYS, *TOW_KEYS))
+
     def score_request(
-        self, request: Request, method_logits: EvalLogits, oracle_logits: list[EvalLogits]
-    ) -> tuple[dict, dict, dict | None]:
-        """Request t's scores from its logits: the method's `score`, the method's keys against the first oracle
-        (gaps, attack, privacy; empty without oracles) and that oracle's scores (None without one).
+        self, request: Request, logits: EvalLogits, oracle_logits: list[EvalLogits], oracle_scores: dict | None
+    ) -> tuple[dict, dict]:
+        """Request t's scores of one model from its logits: its `score`, and its keys against the first oracle
+        (gaps, attack, privacy; empty without oracles), given that oracle's `score_oracle`.
 
         The one owner of what scoring a request is: the runner's rows and the bare baseline of
         benchmarks/perf.py (P1b) both call it, so that row times the runner's orchestration, not the
-        metrics (P2 times those). A row puts the runner's timings between the first two parts.
+        metrics (P2 times those). A row puts the runner's timings between the two parts.
         """
-        scores = self.score(method_logits, request)
+        scores = self.score(logits, request)
         if not oracle_logits:
-            return scores, {}, None
+            return scores, {}
         labels = self.train_labels, self.test_labels
-        oracle = self.score(oracle_logits[0], request)
-        versus = {"gap": avg_gap(scores, oracle), "gap_acc": avg_gap(scores, oracle, gap_keys(GAP_ACC))}
-        method_attack, oracle_attack = request_attack(method_logits, oracle_logits[0], *labels, request)
-        versus |= method_attack
-        oracle |= oracle_attack
-        method_privacy, oracle_privacy = request_privacy(
-            method_logits, oracle_logits, scores | versus, oracle, *labels, request
-        )
-        return scores, versus | method_privacy, oracle | oracle_privacy
+        versus = {"gap": avg_gap(scores, oracle_scores), "gap_acc": avg_gap(scores, oracle_scores, gap_keys(GAP_ACC))}
+        versus |= request_attack(logits, oracle_logits[0], *labels, request)
+        versus |= request_privacy(logits, oracle_logits, scores | versus, oracle_scores, *labels, request)
+        return scores, versus
 
     def serve(self, request: Request) -> dict:
         """Prepare and unlearn request t with the continual method; returns the timings and update norm."""
@@ -401,12 +407,12 @@ class Runner:
         self.store.save_scores(key, scores)
         return scores
 
-    def original_scores(self, request: Request, oracle_logits: list[EvalLogits]) -> dict:
+    def original_scores(self, request: Request, oracle_logits: list[EvalLogits], oracle_scores: dict | None) -> dict:
         """The pretrained model on request t's sets, against request t's oracles where it has them (`score_request`):
         the "Original" row of every paper table. Its logits are computed once per session."""
         if self._original_logits is None:
             self._original_logits = self.logits(self.pretrained_model())
-        scores, versus, _ = self.score_request(request, self._original_logits, oracle_logits)
+        scores, versus = self.score_request(request, self._original_logits, oracle_logits, oracle_scores)
         if request.t > 1:
             scores.pop("history")  # the same row at every t: kept at t = 1 only (`original_history`)
         return scores | versus
@@ -508,8 +514,9 @@ class Runner:
             oracle = self.oracle(request, k)
             if leader:
                 oracle_logits.append(self.logits(oracle))
-        scores, versus, oracle_scores = (
-            self.score_request(request, method_logits, oracle_logits) if leader else [None] * 3
+        oracle_scores = self.score_oracle(request, oracle_logits) if leader else None
+        scores, versus = (
+            self.score_request(request, method_logits, oracle_logits, oracle_scores) if leader else (None, None)
         )
         single_shots = {}
         if config.single_shot_at(t):
@@ -524,7 +531,7 @@ class Runner:
         method_scores = scores | timings | self.geometry.record(t, *self.last_update) | versus
         for field, single_shot in single_shots.items():
             method_scores[f"forward_gain{field.removeprefix('single_shot')}"] = forward_gain(method_scores, single_shot)
-        original = self.original_scores(request, oracle_logits)
+        original = self.original_scores(request, oracle_logits, oracle_scores)
         single_shots = {"single_shot": None} | single_shots  # the record's positional field, None off schedule
         row = RequestRecord(
             t, "ok", request.forget_classes, method_scores, oracle_scores, **single_shots, original=original
