@@ -16,6 +16,7 @@ import inspect
 import os
 import subprocess
 import sys
+from functools import cache
 from importlib.metadata import PackageNotFoundError, packages_distributions, version
 from pathlib import Path
 
@@ -69,13 +70,23 @@ def method_code(cls: type, base: type) -> dict:
     except (KeyError, TypeError, OSError):  # a class made at run time (exec, a notebook): no file to hash
         source_sha256 = None
     top = cls.__module__.split(".")[0]
-    package = (packages_distributions().get(top) or [top])[0]
+    package = _distribution(top)
     return {
         "package": package,
         "version": _version(package, top),
         "modules": modules,
         "source_sha256": source_sha256,
     }
+
+
+@cache
+def _distribution(top: str) -> str:
+    """The distribution that installs the top-level package `top` (`top` itself where none does).
+
+    `packages_distributions` reads the metadata of every installed distribution (about half a second
+    with a hundred of them): once per process, not once per run of a suite.
+    """
+    return (packages_distributions().get(top) or [top])[0]
 
 
 def _version(package: str, top: str) -> str | None:

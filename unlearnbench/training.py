@@ -18,6 +18,7 @@ import yaml
 from torch import Tensor, nn
 
 from unlearnbench.data.base import Batch, ImageDataset
+from unlearnbench.lean_module import LeanModule
 from unlearnbench.registry import ARCHS
 
 #: Shipped inside the package, so a regular (non-editable) install trains with the same recipes.
@@ -84,7 +85,7 @@ def build_model(arch: str, dataset: ImageDataset, arch_args: dict | None = None)
     return factory(num_classes=dataset.num_classes, in_channels=channels, input_size=height, **(arch_args or {}))
 
 
-class SupervisedClassifier(L.LightningModule):
+class SupervisedClassifier(LeanModule):
     """Cross-entropy training of one model with a `Recipe`."""
 
     def __init__(self, model: nn.Module, recipe: Recipe):
