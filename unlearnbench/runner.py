@@ -51,7 +51,7 @@ from unlearnbench.rundir import RunDirectory
 from unlearnbench.step_loss import StepLossLogger
 from unlearnbench.store import ModelSpec, ModelStore, sha256_bytes
 from unlearnbench.streams.base import Request, RequestStream, StreamError
-from unlearnbench.training import build_model, check_arch_args, train_from_scratch
+from unlearnbench.training import build_model, check_arch_args, train_from_scratch, train_together, trains_together
 
 
 def derived_seed(*parts: int) -> int:
@@ -186,8 +186,9 @@ class Runner:
             callbacks=[self.reporter.fit_callback(label), StepLossLogger(), *callbacks],
         )
 
-    def model_spec(self, excluded: np.ndarray, train_seed: int) -> ModelSpec:
-        """The store's key for the model trained from scratch on train minus `excluded` with `train_seed`."""
+    def model_spec(self, excluded: np.ndarray, train_seed: int, batched: bool = False) -> ModelSpec:
+        """The store's key for the model trained from scratch on train minus `excluded` with `train_seed` (`batched`:
+        in a group by one batched fit)."""
         return ModelSpec(
             self.config.dataset if self.config.split == "test" else f"{self.config.dataset}:{self.config.split}",
             self.config.arch,
@@ -196,26 +197,38 @@ class Runner:
             tuple(excluded.tolist()),
             data=self.dataset.fingerprint,
             arch_args=check_arch_args(self.config.arch, self.config.arch_args),
+            batched=batched,
         )
 
-    def trained_model(self, excluded: np.ndarray, label: str, train_seed: int | None = None) -> nn.Module:
+    def trained_model(
+        self, excluded: np.ndarray, label: str, train_seed: int | None = None, batched: bool = False
+    ) -> nn.Module:
         """The model trained from scratch on train minus `excluded` with `train_seed` (default: the run's),
-        from the store or trained now."""
+        from the store or trained now (`batched`: the model `train_models_together` trains, here in a group of one)."""
         train_seed = self.config.resolved_seed("train_seed") if train_seed is None else train_seed
-        spec = self.model_spec(excluded, train_seed)
-        arch_args = spec.arch_args
+        spec = self.model_spec(excluded, train_seed, batched)
         keep = np.setdiff1d(np.arange(len(self.train_labels)), excluded)
 
         def train() -> dict[str, torch.Tensor]:
+            if batched:
+                return self.train_models_together([spec], keep, label)[0]
             seed = derived_seed(train_seed, 0)
             make_trainer = partial(self.trainer, label=label)
             return train_from_scratch(
-                self.dataset, self.config.arch, self.recipe, keep, seed, make_trainer, arch_args
+                self.dataset, self.config.arch, self.recipe, keep, seed, make_trainer, spec.arch_args
             ).state_dict()
 
-        model = build_model(self.config.arch, self.dataset, arch_args)
+        model = build_model(self.config.arch, self.dataset, spec.arch_args)
         model.load_state_dict(self.nodes.get_or_train(self.store, spec, train))
         return model.eval()
+
+    def train_models_together(self, specs: list[ModelSpec], keep: np.ndarray, label: str) -> list[dict]:
+        """The models of `specs` (one arch, one recipe, the same data `keep`) trained by one batched fit, each
+        seeded as `trained_model` seeds its lone fit."""
+        seeds = [derived_seed(spec.seed, 0) for spec in specs]
+        make_trainer = partial(self.trainer, label=label)
+        arch_args = specs[0].arch_args
+        return train_together(self.dataset, self.config.arch, self.recipe, keep, seeds, make_trainer, arch_args)
 
     def pretrained_model(self) -> nn.Module:
         """A fresh copy of the pretrained model. Its weights are read from the store (file read, sha256
@@ -228,13 +241,36 @@ class Runner:
         model.load_state_dict(self._pretrained)
         return model.eval()
 
-    def oracle(self, request: Request, k: int) -> nn.Module:
+    def oracle(self, request: Request, k: int, batched: bool = False) -> nn.Module:
         """Oracle k of the request (`--oracle-seeds`: train seed train_seed + k), trained once into the store."""
         seeds = self.config.oracle_train_seeds
         which = f", train seed {k + 1}/{len(seeds)}" if len(seeds) > 1 else ""
         return self.trained_model(
-            request.forgotten, f"oracle {request.t}/{self.config.requests} (retraining{which})", seeds[k]
+            request.forgotten, f"oracle {request.t}/{self.config.requests} (retraining{which})", seeds[k], batched
         )
+
+    def oracles(self, request: Request) -> list[nn.Module]:
+        """Request t's K oracles (`oracle`).
+
+        The row's oracle (k = 0) is trained alone, as every K = 1 run's is: a run's row is the same whatever K.
+        The K − 1 references (RMIA's, the privacy chains') share arch, recipe and data, so where a batched fit
+        pays (`training.trains_together`, at least 2 of them, one process) the missing ones are trained together
+        in one fit; each equals its lone fit up to float rounding, so they are stored as batched
+        (`ModelSpec.batched`). Elsewhere each is trained alone.
+        """
+        config = self.config
+        seeds, excluded = config.oracle_train_seeds, request.forgotten
+        together = (
+            len(seeds) > 2
+            and self.nodes.size == 1
+            and trains_together(config.arch, self.dataset, self.model_spec(excluded, seeds[0]).arch_args)
+        )
+        if together:
+            keep = np.setdiff1d(np.arange(len(self.train_labels)), excluded)
+            label = f"oracles {request.t}/{config.requests} (retraining, train seeds 2-{len(seeds)} together)"
+            specs = [self.model_spec(excluded, seed, batched=True) for seed in seeds[1:]]
+            self.store.get_or_train_together(specs, lambda missing: self.train_models_together(missing, keep, label))
+        return [self.oracle(request, k, batched=together and k > 0) for k in range(len(seeds))]
 
     def logits(self, model: nn.Module) -> EvalLogits:
         return compute_logits(model.to(self.eval_device), self.dataset)
@@ -510,8 +546,7 @@ class Runner:
         config, t, leader = self.config, request.t, self.nodes.leader
         method_logits = self.logits(self.method) if leader else None
         oracle_logits = []
-        for k in range(config.oracle_seeds if config.oracle_at(t) else 0):
-            oracle = self.oracle(request, k)
+        for oracle in self.oracles(request) if config.oracle_at(t) else []:
             if leader:
                 oracle_logits.append(self.logits(oracle))
         oracle_scores = self.score_oracle(request, oracle_logits) if leader else None
