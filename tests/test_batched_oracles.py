@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from tests.conftest import FAST_RECIPE, tiny_config
+from unlearnbench import training
 from unlearnbench.registry import ARCHS
 from unlearnbench.runner import Runner
 from unlearnbench.store import ModelSpec, sha256_bytes
@@ -64,13 +65,22 @@ def test_each_model_of_a_group_sees_its_own_batches(digits):
     torch.testing.assert_close(loss, expected)
 
 
+@pytest.fixture
+def two_threads(monkeypatch):
+    """The batched fit's thread rule met on the tests' one thread (`training.BATCHED_FIT_MIN_THREADS`)."""
+    monkeypatch.setattr(training, "BATCHED_FIT_MIN_THREADS", 1)
+
+
 @pytest.mark.parametrize("arch", ARCHS.names())
-def test_the_batched_fit_rule_over_every_arch(digits, arch):
-    """Trained together only where the fit pays and a vmapped forward can run it: no buffers (batch norm's running
-    statistics), at most `BATCHED_FIT_MAX_PARAMETERS`; then the stacked forward is each model's own."""
+def test_the_batched_fit_rule_over_every_arch(digits, arch, monkeypatch):
+    """Trained together only where the fit pays and a vmapped forward can run it: enough threads, no buffers (batch
+    norm's running statistics), at most `BATCHED_FIT_MAX_PARAMETERS`; then the stacked forward is each model's own."""
     model = build_model(arch, digits)
     parameters = sum(p.numel() for p in model.parameters())
     expected = not list(model.buffers()) and parameters <= BATCHED_FIT_MAX_PARAMETERS
+    monkeypatch.setattr(training, "BATCHED_FIT_MIN_THREADS", torch.get_num_threads() + 1)
+    assert not trains_together(arch, digits)  # on fewer threads no arch is
+    monkeypatch.setattr(training, "BATCHED_FIT_MIN_THREADS", torch.get_num_threads())
     assert trains_together(arch, digits) == expected
     if expected:
         models = [build_model(arch, digits).eval() for _ in range(2)]
@@ -84,7 +94,9 @@ def test_the_batched_fit_rule_over_every_arch(digits, arch):
             torch.testing.assert_close(logits[k], model(x))
 
 
-def test_the_references_of_k_oracles_are_trained_in_one_fit_and_the_row_oracle_alone(tmp_path, monkeypatch):
+def test_the_references_of_k_oracles_are_trained_in_one_fit_and_the_row_oracle_alone(
+    tmp_path, monkeypatch, two_threads
+):
     """K = 4: the row's oracle is the lone one a K = 1 run shares (the same row scores), the other 3 are trained by one
     batched fit and stored as batched; a second run trains nothing."""
     groups = []

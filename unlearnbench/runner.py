@@ -254,7 +254,7 @@ class Runner:
 
         The row's oracle (k = 0) is trained alone, as every K = 1 run's is: a run's row is the same whatever K.
         The K − 1 references (RMIA's, the privacy chains') share arch, recipe and data, so where a batched fit
-        pays (`training.trains_together`, at least 2 of them, one process) the missing ones are trained together
+        pays (`training.trains_together`, at least 2 of them, one process on one device) the missing ones are trained together
         in one fit; each equals its lone fit up to float rounding, so they are stored as batched
         (`ModelSpec.batched`). Elsewhere each is trained alone.
         """
@@ -262,7 +262,7 @@ class Runner:
         seeds, excluded = config.oracle_train_seeds, request.forgotten
         together = (
             len(seeds) > 2
-            and self.nodes.size == 1
+            and self.single_process
             and trains_together(config.arch, self.dataset, self.model_spec(excluded, seeds[0]).arch_args)
         )
         if together:

@@ -111,20 +111,25 @@ class SupervisedClassifier(LeanModule):
         return {"optimizer": optimizer, "lr_scheduler": scheduler}
 
 
-#: The largest model (in parameters) trained in a group by `train_together`. Measured on 2 CPU cores (plain
-#: SGD steps of 16 MLPs, each alone and all 16 together): 0.37x the time of the lone fits at 0.5M parameters
-#: (the memorizing tier's `mlp`), 0.61x at 3.7M (`--arch.width 2048`); the gain shrinks as each model's own
-#: matrix products fill the cores, and larger models were not measured, so they are trained one by one.
+#: The largest model (in parameters) trained in a group by `train_together`, and the fewest intra-op threads
+#: it takes to pay. Measured (plain SGD steps of 16 MLPs, each alone and all 16 together, on a shared 2-core
+#: machine under load): on one thread the group costs what the lone fits cost (1.02x: the batched matrix
+#: products are no faster than the lone ones, only the per-step overhead is shared); on two threads 0.37x at
+#: 0.5M parameters (the memorizing tier's `mlp`) and 0.61x at 3.7M (`--arch.width 2048`), a lone fit's small
+#: matrix products leaving the second core idle. Larger models were not measured and are trained one by one.
 BATCHED_FIT_MAX_PARAMETERS = 4_000_000
+BATCHED_FIT_MIN_THREADS = 2
 
 
 def trains_together(arch: str, dataset: ImageDataset, arch_args: dict | None = None) -> bool:
     """Whether models of `arch` are trained in one batched fit (`train_together`) rather than one by one.
 
-    Only where it pays (`BATCHED_FIT_MAX_PARAMETERS`) and where a model holds no buffers: a batch norm's
-    running statistics are updated in place by each forward pass, which a vmapped forward cannot do
-    for a stack of models.
+    Only where it pays (`BATCHED_FIT_MAX_PARAMETERS`, `BATCHED_FIT_MIN_THREADS`) and where a model holds no
+    buffers: a batch norm's running statistics are updated in place by each forward pass, which a vmapped
+    forward cannot do for a stack of models.
     """
+    if torch.get_num_threads() < BATCHED_FIT_MIN_THREADS:
+        return False
     model = build_model(arch, dataset, arch_args)
     parameters = sum(p.numel() for p in model.parameters())
     return not list(model.buffers()) and parameters <= BATCHED_FIT_MAX_PARAMETERS
