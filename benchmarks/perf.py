@@ -279,9 +279,7 @@ MEMORIZING_TIER = {
 }
 
 
-def _bare_tensor_fit(
-    model: torch.nn.Module, images, labels, indices, hp, epochs: int, seed: int, cosine: bool
-) -> float:
+def _bare_tensor_fit(model: torch.nn.Module, images, labels, indices, hp, epochs: int, cosine: bool) -> float:
     """SGD (with the recipe's cosine schedule where `cosine`) over `indices` of in-memory tensors, shuffled per epoch
     by a seeded generator; returns its wall seconds."""
     start = time.perf_counter()
