@@ -149,6 +149,24 @@ def test_every_row_records_the_original_model_and_the_summary_its_t0_history(tmp
     )
 
 
+def test_each_model_is_scored_once_per_request_the_oracle_too(tmp_path, shared_store, monkeypatch):
+    """The row's oracle is scored once per request and its scores passed to both the method's and the
+    original's comparisons against it, not scored again for the original's row."""
+    scored = []
+    score = Runner.score
+
+    def counting(self, logits, request):
+        scored.append((id(logits), request.t))
+        return score(self, logits, request)
+
+    monkeypatch.setattr(Runner, "score", counting)
+    config = tiny_config(tmp_path, shared_store, "finetune", requests=2, single_shot_every=0)
+    result = Runner(config).run()
+    assert all(row.oracle is not None and "gap" in row.original for row in result.rows)
+    assert len(scored) == 3 * 2  # method, oracle, original at each of the 2 requests
+    assert len(set(scored)) == len(scored)
+
+
 def test_single_shot_results_are_cached_for_reruns_and_longer_streams(tmp_path, shared_store, monkeypatch):
     Runner(tiny_config(tmp_path / "short", shared_store, "finetune", requests=2)).run()
     fits = []

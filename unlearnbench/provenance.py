@@ -20,6 +20,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
+from functools import cache
 from importlib.metadata import PackageNotFoundError, packages_distributions, version
 from pathlib import Path
 
@@ -85,7 +86,7 @@ def method_code(cls: type, parts: Sequence[Callable] = ()) -> dict:
     except (TypeError, OSError):  # a class made at run time (exec, a notebook): no file to hash
         modules, source_sha256 = {}, None
     top = cls.__module__.split(".")[0]
-    package = (packages_distributions().get(top) or [top])[0]
+    package = _distribution(top)
     return {
         "package": package,
         "version": _version(package, top),
@@ -137,6 +138,16 @@ def _imported(name: str, path: Path) -> set[str]:
             module = importlib.util.resolve_name("." * node.level + (node.module or ""), package)
             imported |= {module, *(f"{module}.{alias.name}" for alias in node.names)}
     return imported
+
+
+@cache
+def _distribution(top: str) -> str:
+    """The distribution that installs the top-level package `top` (`top` itself where none does).
+
+    `packages_distributions` reads the metadata of every installed distribution (about half a second
+    with a hundred of them): once per process, not once per run of a suite.
+    """
+    return (packages_distributions().get(top) or [top])[0]
 
 
 def _version(package: str, top: str) -> str | None:

@@ -34,8 +34,8 @@ from unlearnbench.divergence import DivergenceMonitor
 from unlearnbench.evaluation.evaluator import EvalLogits, compute_logits
 from unlearnbench.evaluation.geometry import GeometryRecorder
 from unlearnbench.evaluation.keys import GAP_ACC, gap_keys, user_metric_code
-from unlearnbench.evaluation.oracle_mia import request_attack, request_phi
-from unlearnbench.evaluation.privacy import request_privacy
+from unlearnbench.evaluation.oracle_mia import ATTACK_KEYS, request_attack, request_phi
+from unlearnbench.evaluation.privacy import RMIA_KEYS, TOW_KEYS, request_privacy
 from unlearnbench.evaluation.scoring import avg_gap, forward_gain, request_scores, stream_summary
 from unlearnbench.evaluation.updates import parameter_update, snapshot
 from unlearnbench.guards import build_guards, pack_state, unpack_state
@@ -52,7 +52,7 @@ from unlearnbench.seeds import attack_seed, derived_seed
 from unlearnbench.step_loss import StepLossLogger
 from unlearnbench.store import ModelSpec, ModelStore, sha256_bytes
 from unlearnbench.streams.base import Request, RequestStream, StreamError
-from unlearnbench.training import build_model, check_arch_args, train_from_scratch
+from unlearnbench.training import build_model, check_arch_args, train_from_scratch, train_together, trains_together
 
 
 def trainable_vector(model: nn.Module) -> torch.Tensor:
@@ -183,8 +183,9 @@ class Runner:
             callbacks=[self.reporter.fit_callback(label), StepLossLogger(), *callbacks],
         )
 
-    def model_spec(self, excluded: np.ndarray, train_seed: int) -> ModelSpec:
-        """The store's key for the model trained from scratch on train minus `excluded` with `train_seed`."""
+    def model_spec(self, excluded: np.ndarray, train_seed: int, batched: bool = False) -> ModelSpec:
+        """The store's key for the model trained from scratch on train minus `excluded` with `train_seed` (`batched`:
+        in a group by one batched fit)."""
         return ModelSpec(
             self.config.dataset if self.config.split == "test" else f"{self.config.dataset}:{self.config.split}",
             self.config.arch,
@@ -193,26 +194,38 @@ class Runner:
             tuple(excluded.tolist()),
             data=self.dataset.fingerprint,
             arch_args=check_arch_args(self.config.arch, self.config.arch_args),
+            batched=batched,
         )
 
-    def trained_model(self, excluded: np.ndarray, label: str, train_seed: int | None = None) -> nn.Module:
+    def trained_model(
+        self, excluded: np.ndarray, label: str, train_seed: int | None = None, batched: bool = False
+    ) -> nn.Module:
         """The model trained from scratch on train minus `excluded` with `train_seed` (default: the run's),
-        from the store or trained now."""
+        from the store or trained now (`batched`: the model `train_models_together` trains, here in a group of one)."""
         train_seed = self.config.resolved_seed("train_seed") if train_seed is None else train_seed
-        spec = self.model_spec(excluded, train_seed)
-        arch_args = spec.arch_args
+        spec = self.model_spec(excluded, train_seed, batched)
         keep = np.setdiff1d(np.arange(len(self.train_labels)), excluded)
 
         def train() -> dict[str, torch.Tensor]:
+            if batched:
+                return self.train_models_together([spec], keep, label)[0]
             seed = derived_seed(train_seed, 0)
             make_trainer = partial(self.trainer, label=label)
             return train_from_scratch(
-                self.dataset, self.config.arch, self.recipe, keep, seed, make_trainer, arch_args
+                self.dataset, self.config.arch, self.recipe, keep, seed, make_trainer, spec.arch_args
             ).state_dict()
 
-        model = build_model(self.config.arch, self.dataset, arch_args)
+        model = build_model(self.config.arch, self.dataset, spec.arch_args)
         model.load_state_dict(self.nodes.get_or_train(self.store, spec, train))
         return model.eval()
+
+    def train_models_together(self, specs: list[ModelSpec], keep: np.ndarray, label: str) -> list[dict]:
+        """The models of `specs` (one arch, one recipe, the same data `keep`) trained by one batched fit, each
+        seeded as `trained_model` seeds its lone fit."""
+        seeds = [derived_seed(spec.seed, 0) for spec in specs]
+        make_trainer = partial(self.trainer, label=label)
+        arch_args = specs[0].arch_args
+        return train_together(self.dataset, self.config.arch, self.recipe, keep, seeds, make_trainer, arch_args)
 
     def pretrained_model(self) -> nn.Module:
         """A fresh copy of the pretrained model. Its weights are read from the store (file read, sha256
@@ -225,13 +238,36 @@ class Runner:
         model.load_state_dict(self._pretrained)
         return model.eval()
 
-    def oracle(self, request: Request, k: int) -> nn.Module:
+    def oracle(self, request: Request, k: int, batched: bool = False) -> nn.Module:
         """Oracle k of the request (`--oracle-seeds`: train seed train_seed + k), trained once into the store."""
         seeds = self.config.oracle_train_seeds
         which = f", train seed {k + 1}/{len(seeds)}" if len(seeds) > 1 else ""
         return self.trained_model(
-            request.forgotten, f"oracle {request.t}/{self.config.requests} (retraining{which})", seeds[k]
+            request.forgotten, f"oracle {request.t}/{self.config.requests} (retraining{which})", seeds[k], batched
         )
+
+    def oracles(self, request: Request) -> list[nn.Module]:
+        """Request t's K oracles (`oracle`).
+
+        The row's oracle (k = 0) is trained alone, as every K = 1 run's is: a run's row is the same whatever K.
+        The K − 1 references (RMIA's, the privacy chains') share arch, recipe and data, so where a batched fit
+        pays (`training.trains_together`, at least 2 of them, one process on one device) the missing ones are trained together
+        in one fit; each equals its lone fit up to float rounding, so they are stored as batched
+        (`ModelSpec.batched`). Elsewhere each is trained alone.
+        """
+        config = self.config
+        seeds, excluded = config.oracle_train_seeds, request.forgotten
+        together = (
+            len(seeds) > 2
+            and self.single_process
+            and trains_together(config.arch, self.dataset, self.model_spec(excluded, seeds[0]).arch_args)
+        )
+        if together:
+            keep = np.setdiff1d(np.arange(len(self.train_labels)), excluded)
+            label = f"oracles {request.t}/{config.requests} (retraining, train seeds 2-{len(seeds)} together)"
+            specs = [self.model_spec(excluded, seed, batched=True) for seed in seeds[1:]]
+            self.store.get_or_train_together(specs, lambda missing: self.train_models_together(missing, keep, label))
+        return [self.oracle(request, k, batched=together and k > 0) for k in range(len(seeds))]
 
     def logits(self, model: nn.Module) -> EvalLogits:
         return compute_logits(model.to(self.eval_device), self.dataset)
@@ -248,29 +284,35 @@ class Runner:
             mia_protocol=self.config.mia_protocol,
         ) | request_phi(logits, self.train_labels, self.test_labels, request)
 
+    def score_oracle(self, request: Request, oracle_logits: list[EvalLogits]) -> dict | None:
+        """The row's oracle (the first of request t's) scored on request t; None without oracles.
+
+        The oracle is its own reference, so the keys of the oracle-referenced attacks are None in its row.
+        Computed once per request and passed to every model scored against it (`score_request`): the
+        method's row and the original's.
+        """
+        if not oracle_logits:
+            return None
+        return self.score(oracle_logits[0], request) | dict.fromkeys((*ATTACK_KEYS, *RMIA_KEYS, *TOW_KEYS))
+
     def score_request(
-        self, request: Request, method_logits: EvalLogits, oracle_logits: list[EvalLogits]
-    ) -> tuple[dict, dict, dict | None]:
-        """Request t's scores from its logits: the method's `score`, the method's keys against the first oracle
-        (gaps, attack, privacy; empty without oracles) and that oracle's scores (None without one).
+        self, request: Request, logits: EvalLogits, oracle_logits: list[EvalLogits], oracle_scores: dict | None
+    ) -> tuple[dict, dict]:
+        """Request t's scores of one model from its logits: its `score`, and its keys against the first oracle
+        (gaps, attack, privacy; empty without oracles), given that oracle's `score_oracle`.
 
         The one owner of what scoring a request is: the runner's rows and the bare baseline of
         benchmarks/perf.py (P1b) both call it, so that row times the runner's orchestration, not the
-        metrics (P2 times those). A row puts the runner's timings between the first two parts.
+        metrics (P2 times those). A row puts the runner's timings between the two parts.
         """
-        scores = self.score(method_logits, request)
+        scores = self.score(logits, request)
         if not oracle_logits:
-            return scores, {}, None
+            return scores, {}
         labels = self.train_labels, self.test_labels
-        oracle = self.score(oracle_logits[0], request)
-        versus = {"gap": avg_gap(scores, oracle), "gap_acc": avg_gap(scores, oracle, gap_keys(GAP_ACC))}
-        method_attack, oracle_attack = request_attack(method_logits, oracle_logits[0], *labels, request)
-        versus |= method_attack
-        oracle |= oracle_attack
-        method_privacy, oracle_privacy = request_privacy(
-            method_logits, oracle_logits, scores | versus, oracle, *labels, request
-        )
-        return scores, versus | method_privacy, oracle | oracle_privacy
+        versus = {"gap": avg_gap(scores, oracle_scores), "gap_acc": avg_gap(scores, oracle_scores, gap_keys(GAP_ACC))}
+        versus |= request_attack(logits, oracle_logits[0], *labels, request)
+        versus |= request_privacy(logits, oracle_logits, scores | versus, oracle_scores, *labels, request)
+        return scores, versus
 
     def serve(self, request: Request) -> dict:
         """Prepare and unlearn request t with the continual method; returns the timings and update norm."""
@@ -398,12 +440,12 @@ class Runner:
         self.store.save_scores(key, scores)
         return scores
 
-    def original_scores(self, request: Request, oracle_logits: list[EvalLogits]) -> dict:
+    def original_scores(self, request: Request, oracle_logits: list[EvalLogits], oracle_scores: dict | None) -> dict:
         """The pretrained model on request t's sets, against request t's oracles where it has them (`score_request`):
         the "Original" row of every paper table. Its logits are computed once per session."""
         if self._original_logits is None:
             self._original_logits = self.logits(self.pretrained_model())
-        scores, versus, _ = self.score_request(request, self._original_logits, oracle_logits)
+        scores, versus = self.score_request(request, self._original_logits, oracle_logits, oracle_scores)
         if request.t > 1:
             scores.pop("history")  # the same row at every t: kept at t = 1 only (`original_history`)
         return scores | versus
@@ -501,12 +543,12 @@ class Runner:
         config, t, leader = self.config, request.t, self.nodes.leader
         method_logits = self.logits(self.method) if leader else None
         oracle_logits = []
-        for k in range(config.oracle_seeds if config.oracle_at(t) else 0):
-            oracle = self.oracle(request, k)
+        for oracle in self.oracles(request) if config.oracle_at(t) else []:
             if leader:
                 oracle_logits.append(self.logits(oracle))
-        scores, versus, oracle_scores = (
-            self.score_request(request, method_logits, oracle_logits) if leader else [None] * 3
+        oracle_scores = self.score_oracle(request, oracle_logits) if leader else None
+        scores, versus = (
+            self.score_request(request, method_logits, oracle_logits, oracle_scores) if leader else (None, None)
         )
         single_shots = {}
         if config.single_shot_at(t):
@@ -521,7 +563,7 @@ class Runner:
         method_scores = scores | timings | self.geometry.record(t, *self.last_update) | versus
         for field, single_shot in single_shots.items():
             method_scores[f"forward_gain{field.removeprefix('single_shot')}"] = forward_gain(method_scores, single_shot)
-        original = self.original_scores(request, oracle_logits)
+        original = self.original_scores(request, oracle_logits, oracle_scores)
         single_shots = {"single_shot": None} | single_shots  # the record's positional field, None off schedule
         row = RequestRecord(
             t, "ok", request.forget_classes, method_scores, oracle_scores, **single_shots, original=original

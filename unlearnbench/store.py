@@ -22,6 +22,7 @@ import io
 import json
 import pickle
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,6 +58,9 @@ class ModelSpec:
     excluded: tuple[int, ...] = field(default=())
     data: str = ""
     arch_args: dict = field(default_factory=dict)
+    #: trained in a group by one batched fit (`training.train_together`): equal to the lone fit up to float
+    #: rounding, not bit for bit, so stored apart from it
+    batched: bool = False
 
     def key(self) -> str:
         excluded = sha256_bytes(np.asarray(sorted(self.excluded), dtype=np.int64).tobytes())
@@ -69,6 +73,8 @@ class ModelSpec:
             "seed": self.seed,
             "excluded": excluded,
         }
+        if self.batched:  # absent otherwise: the keys of lone fits are those stored before batched fits existed
+            payload["batched"] = True
         return sha256_bytes(json.dumps(payload, sort_keys=True).encode())[:24]
 
 
@@ -123,43 +129,55 @@ class ModelStore:
 
     def get_or_train(self, spec: ModelSpec, train: Callable[[], dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
         """Load the entry, or train it (once across processes) and store it atomically."""
-        state = self.load(spec)
-        if state is not None:
-            return state
+        return self.get_or_train_together([spec], lambda missing: [train()])[0]
+
+    def get_or_train_together(
+        self, specs: list[ModelSpec], train: Callable[[list[ModelSpec]], list[dict[str, torch.Tensor]]]
+    ) -> list[dict[str, torch.Tensor]]:
+        """Load the entries, the missing ones trained by one call `train(missing specs)` (once across processes: under
+        their locks, taken in key order) and stored atomically, each as `get_or_train` stores one."""
+        states = [self.load(spec) for spec in specs]
+        missing = [spec for spec, state in zip(specs, states, strict=True) if state is None]
+        if not missing:
+            return states
         self.root.mkdir(parents=True, exist_ok=True)
-        weights, meta, lock = self._paths(spec.key())
-        with FileLock(lock):
-            state = self.load(spec)
-            if state is not None:
-                return state
-            state = {name: tensor.detach().cpu() for name, tensor in train().items()}
-            if not _finite(state):
-                what = (
-                    "the pretrained model"
-                    if not spec.excluded
-                    else f"an oracle ({len(spec.excluded)} samples left out)"
-                )
-                raise TrainingDivergedError(
-                    f"training {what} of {spec.dataset}/{spec.arch} diverged (non-finite weights) with recipe "
-                    f"{json.dumps(spec.recipe)}; nothing was stored: lower its lr, e.g. --recipe '{{\"lr\": ...}}'"
-                )
-            buffer = io.BytesIO()
-            torch.save(state, buffer)
-            data = buffer.getvalue()
-            write_atomic(weights, lambda f: f.write(data))
-            spec_meta = {
-                "dataset": spec.dataset,
-                "data": spec.data,
-                "arch": spec.arch,
-                "arch_args": spec.arch_args,
-                "recipe": spec.recipe,
-                "seed": spec.seed,
-            }
-            write_json_atomic(
-                meta, {"key": spec.key(), "sha256": sha256_bytes(data), "num_excluded": len(spec.excluded), **spec_meta}
+        with ExitStack() as locks:
+            for spec in sorted(missing, key=ModelSpec.key):
+                locks.enter_context(FileLock(self._paths(spec.key())[2]))
+            still = [spec for spec in missing if self.load(spec) is None]
+            trained = dict(zip([spec.key() for spec in still], train(still) if still else [], strict=True))
+            for spec in still:
+                trained[spec.key()] = self._save(spec, trained[spec.key()])
+            return [state if state is not None else trained.get(spec.key()) or self.load(spec)
+                    for spec, state in zip(specs, states, strict=True)]  # fmt: skip
+
+    def _save(self, spec: ModelSpec, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Store a freshly trained entry (its key's lock held); refused, with the fix, when it diverged."""
+        weights, meta, _ = self._paths(spec.key())
+        state = {name: tensor.detach().cpu() for name, tensor in state.items()}
+        if not _finite(state):
+            what = "the pretrained model" if not spec.excluded else f"an oracle ({len(spec.excluded)} samples left out)"
+            raise TrainingDivergedError(
+                f"training {what} of {spec.dataset}/{spec.arch} diverged (non-finite weights) with recipe "
+                f"{json.dumps(spec.recipe)}; nothing was stored: lower its lr, e.g. --recipe '{{\"lr\": ...}}'"
             )
-            self.trained += 1
-            return state
+        buffer = io.BytesIO()
+        torch.save(state, buffer)
+        data = buffer.getvalue()
+        write_atomic(weights, lambda f: f.write(data))
+        spec_meta = {
+            "dataset": spec.dataset,
+            "data": spec.data,
+            "arch": spec.arch,
+            "arch_args": spec.arch_args,
+            "recipe": spec.recipe,
+            "seed": spec.seed,
+        }
+        write_json_atomic(
+            meta, {"key": spec.key(), "sha256": sha256_bytes(data), "num_excluded": len(spec.excluded), **spec_meta}
+        )
+        self.trained += 1
+        return state
 
 
 def _finite(state: dict) -> bool:

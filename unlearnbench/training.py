@@ -6,6 +6,7 @@ set, so the only difference between it and the pretrained model is the forgotten
 
 from __future__ import annotations
 
+import copy
 import inspect
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -18,6 +19,7 @@ import yaml
 from torch import Tensor, nn
 
 from unlearnbench.data.base import Batch, ImageDataset
+from unlearnbench.lean_module import LeanModule
 from unlearnbench.registry import ARCHS
 
 #: Shipped inside the package, so a regular (non-editable) install trains with the same recipes.
@@ -84,7 +86,7 @@ def build_model(arch: str, dataset: ImageDataset, arch_args: dict | None = None)
     return factory(num_classes=dataset.num_classes, in_channels=channels, input_size=height, **(arch_args or {}))
 
 
-class SupervisedClassifier(L.LightningModule):
+class SupervisedClassifier(LeanModule):
     """Cross-entropy training of one model with a `Recipe`."""
 
     def __init__(self, model: nn.Module, recipe: Recipe):
@@ -107,6 +109,127 @@ class SupervisedClassifier(L.LightningModule):
         )
         scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=self.recipe.epochs)
         return {"optimizer": optimizer, "lr_scheduler": scheduler}
+
+
+#: The largest model (in parameters) trained in a group by `train_together`, and the fewest intra-op threads
+#: it takes to pay. Measured (plain SGD steps of 16 MLPs, each alone and all 16 together, on a shared 2-core
+#: machine under load): on one thread the group costs what the lone fits cost (1.02x: the batched matrix
+#: products are no faster than the lone ones, only the per-step overhead is shared); on two threads 0.37x at
+#: 0.5M parameters (the memorizing tier's `mlp`) and 0.61x at 3.7M (`--arch.width 2048`), a lone fit's small
+#: matrix products leaving the second core idle. Larger models were not measured and are trained one by one.
+BATCHED_FIT_MAX_PARAMETERS = 4_000_000
+BATCHED_FIT_MIN_THREADS = 2
+
+
+def trains_together(arch: str, dataset: ImageDataset, arch_args: dict | None = None) -> bool:
+    """Whether models of `arch` are trained in one batched fit (`train_together`) rather than one by one.
+
+    Only where it pays (`BATCHED_FIT_MAX_PARAMETERS`, `BATCHED_FIT_MIN_THREADS`) and where a model holds no
+    buffers: a batch norm's running statistics are updated in place by each forward pass, which a vmapped
+    forward cannot do for a stack of models.
+    """
+    if torch.get_num_threads() < BATCHED_FIT_MIN_THREADS:
+        return False
+    model = build_model(arch, dataset, arch_args)
+    parameters = sum(p.numel() for p in model.parameters())
+    return not list(model.buffers()) and parameters <= BATCHED_FIT_MAX_PARAMETERS
+
+
+class StackedBatches:
+    """One batch of each of K loaders per step, stacked: images (K, B, C, H, W), labels and indices (K, B).
+
+    Each loader keeps its own seeded order, so model k sees the batches its lone fit would. The
+    loaders cover the same indices with the same batch size, so their batches have equal sizes.
+    """
+
+    def __init__(self, loaders: list):
+        self.loaders = loaders
+
+    def __len__(self) -> int:
+        return len(self.loaders[0])
+
+    def __iter__(self):
+        for batches in zip(*self.loaders, strict=True):
+            yield Batch(*(torch.stack(parts) for parts in zip(*batches, strict=True)))
+
+
+class EnsembleClassifier(LeanModule):
+    """K models of one arch trained by one Lightning fit, each as `SupervisedClassifier` trains one.
+
+    The models' parameters are stacked (`torch.func.stack_module_state`) and each model runs on its
+    own batch by `functional_call` under `vmap`. The loss is the sum of the K models' mean cross-entropies,
+    so each model's gradient is the one its lone fit computes; SGD's momentum and weight decay are
+    elementwise and the cosine schedule is per epoch, so each slice of the stack takes its lone fit's
+    steps, up to the rounding of batched matrix products.
+    """
+
+    def __init__(self, models: list[nn.Module], recipe: Recipe):
+        super().__init__()
+        parameters, _ = torch.func.stack_module_state(models)
+        self.names = list(parameters)
+        self.stacked = nn.ParameterList(parameters.values())
+        # The arch's structure without weights: functional_call runs it on a model's slice of the stack.
+        self.template = (copy.deepcopy(models[0]).to("meta"),)
+        self.recipe = recipe
+
+    def model_loss(self, parameters: dict[str, Tensor], x: Tensor, y: Tensor) -> Tensor:
+        return F.cross_entropy(torch.func.functional_call(self.template[0], parameters, (x,)), y)
+
+    def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
+        parameters = dict(zip(self.names, self.stacked, strict=True))
+        return torch.func.vmap(self.model_loss)(parameters, batch.x, batch.y).sum()
+
+    def configure_optimizers(self):
+        optimizer = torch.optim.SGD(
+            self.stacked.parameters(),
+            lr=self.recipe.lr,
+            momentum=self.recipe.momentum,
+            weight_decay=self.recipe.weight_decay,
+        )
+        scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=self.recipe.epochs)
+        return {"optimizer": optimizer, "lr_scheduler": scheduler}
+
+    def state_dicts(self) -> list[dict[str, Tensor]]:
+        """Each model's weights, as its own `state_dict`."""
+        count = len(self.stacked[0])
+        return [
+            {name: p[k].detach().clone() for name, p in zip(self.names, self.stacked, strict=True)}
+            for k in range(count)
+        ]
+
+
+def train_together(
+    dataset: ImageDataset,
+    arch: str,
+    recipe: Recipe,
+    indices: np.ndarray,
+    seeds: list[int],
+    make_trainer,
+    arch_args: dict | None = None,
+) -> list[dict[str, Tensor]]:
+    """`train_from_scratch` for each of `seeds`, as one batched fit (`EnsembleClassifier`): the weights of each.
+
+    Model k starts from the initialization and sees the batches `train_from_scratch(..., seeds[k], ...)`
+    would (its global seed before it is built, its loader's seed), so it equals that lone fit's model up
+    to float rounding. For archs `trains_together` accepts.
+    """
+    models, loaders = [], []
+    for seed in seeds:
+        L.seed_everything(seed, verbose=False)
+        models.append(build_model(arch, dataset, arch_args))
+        loaders.append(
+            dataset.loader(
+                dataset.train,
+                torch.as_tensor(indices, dtype=torch.long),
+                recipe.batch_size,
+                augment=True,
+                shuffle=True,
+                seed=seed,
+            )
+        )
+    ensemble = EnsembleClassifier(models, recipe)
+    make_trainer(recipe.epochs).fit(ensemble, train_dataloaders=StackedBatches(loaders))
+    return ensemble.state_dicts()
 
 
 def train_from_scratch(

@@ -311,13 +311,11 @@ def recompute_from_run_directory(path: Path) -> list[dict]:
     return rows
 
 
-def request_attack(
-    method_logits, oracle_logits, train_labels: np.ndarray, test_labels: np.ndarray, request
-) -> tuple[dict, dict]:
-    """(method keys, oracle keys) of the oracle-referenced attack on F_t of `request` (logits: `EvalLogits`).
+def request_attack(method_logits, oracle_logits, train_labels: np.ndarray, test_labels: np.ndarray, request) -> dict:
+    """The method's keys of the oracle-referenced attack on F_t of `request` (logits: `EvalLogits`).
 
     The oracle of request t is the one OUT reference the live runner has for F_t; the oracle itself
-    is its own reference, so its keys are None.
+    is its own reference, so its row holds None for `ATTACK_KEYS`.
     """
     classwise = request.forget_classes is not None
     method = oracle_referenced_attack(
@@ -328,7 +326,7 @@ def request_attack(
         request.forget,
         classwise,
     )
-    return method, dict.fromkeys(ATTACK_KEYS)
+    return method
 
 
 def request_phi(logits, train_labels: np.ndarray, test_labels: np.ndarray, request) -> dict:

@@ -332,11 +332,12 @@ def request_privacy(
     train_labels: np.ndarray,
     test_labels: np.ndarray,
     request,
-) -> tuple[dict, dict]:
-    """(method keys, oracle keys) the live runner adds after request t (logits: `EvalLogits`).
+) -> dict:
+    """The method's keys the live runner adds after request t (logits: `EvalLogits`).
 
     RMIA with every oracle of the request (`--oracle-seeds` K) as OUT reference; ToW against the
-    first oracle's scores (the row's oracle). The oracle is its own reference: its keys are None.
+    first oracle's scores (the row's oracle). The oracle is its own reference: its row holds None
+    for `RMIA_KEYS` and `TOW_KEYS`.
     """
     rmia = rmia_attack(
         (method_logits.train, method_logits.test),
@@ -346,4 +347,4 @@ def request_privacy(
         request.forget,
         request.forget_classes is not None,
     )
-    return rmia | tow_scores(method_scores, oracle_scores), dict.fromkeys((*RMIA_KEYS, *TOW_KEYS))
+    return rmia | tow_scores(method_scores, oracle_scores)

@@ -19,13 +19,13 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields, is_dataclass, replace
 from typing import ClassVar
 
-import lightning as L
 import numpy as np
 import torch
 from torch import Tensor, nn
 
 from unlearnbench.data.base import Batch
 from unlearnbench.errors import ConfigError
+from unlearnbench.lean_module import LeanModule
 from unlearnbench.methods.gradients import on_device
 from unlearnbench.ranges import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Range, groups, ranges
 from unlearnbench.registry import METHODS
@@ -71,7 +71,7 @@ class SGDSettings:
     weight_decay: float = 5e-4
 
 
-class UnlearningMethod(L.LightningModule):
+class UnlearningMethod(LeanModule):
     """Base class: serves one request at a time, reading the request's data in batches of `batch_size`.
 
     `hparams` records the hyperparameters by flat name (a group's fields in place of the group), as the
