@@ -351,9 +351,13 @@ def _snapshot(run_dir: Path) -> dict[str, bytes]:
 
 
 def _keep_first_row(run_dir: Path) -> None:
-    """The run as it was after request 1 (so that a rerun resumes at request 2), whose checkpoint is state/t001.pt."""
-    metrics = run_dir / "metrics.jsonl"
-    metrics.write_text(metrics.read_text().splitlines()[0] + "\n")
+    """The run as it was after request 1 (so that a rerun resumes at request 2), whose checkpoint is state/t001.pt:
+    one row, its history line, no summary or geometry table (written once the run is finished)."""
+    for name in ("metrics.jsonl", "history.csv"):
+        lines = (run_dir / name).read_text().splitlines(keepends=True)
+        (run_dir / name).write_text("".join(lines[: 2 if name == "history.csv" else 1]))
+    for name in ("summary.json", "geometry.csv"):
+        (run_dir / name).unlink()
 
 
 def _truncate(path: Path) -> None:

@@ -474,6 +474,11 @@ class Runner:
         config, run_dir = self.config, self.run_dir
         run_dir.initialize(self.identity, self.stream.manifest(), self.train_labels, self.test_labels)
         rows = run_dir.rows()
+        # A damaged file the rerun rebuilds is rebuilt (manifest and labels above, the derived files as the run goes
+        # on or finishes); any other is refused before anything is written.
+        for damage in run_dir.damages(self.identity, rows):
+            if not damage.rebuilt:
+                raise damage.error
         self.current_request = len(rows) + 1
         self.method_code = method_code(type(self.method), UnlearningMethod)
         self.method_code_change = method_code_change(run_dir.recorded_method_code(), self.method_code) if rows else None

@@ -82,6 +82,16 @@ class LayoutError(ValueError):
 # The on-disk store
 
 
+def _is_header(header: object) -> bool:
+    """`updates.json`'s object: d and T numbers, the rows written and the parameter layout lists."""
+    if not isinstance(header, dict) or not {"d", "T", "rows", "parameters"} <= set(header):
+        return False
+    numbers = [header["d"], header["T"], *(header["rows"] if isinstance(header["rows"], list) else [None])]
+    return all(isinstance(n, int) and not isinstance(n, bool) for n in numbers) and isinstance(
+        header["parameters"], list
+    )
+
+
 class UpdateStore:
     """`updates.f32` (T x d float32 memmap) + `updates.json` header in a run directory.
 
@@ -105,7 +115,7 @@ class UpdateStore:
                 self.header = json.loads(self.header_path.read_bytes().decode("utf-8"))
             except ValueError:
                 raise DamagedFileError(f"{self.header_path} is not readable JSON; {rerun}") from None
-            if not isinstance(self.header, dict) or not {"d", "T", "rows", "parameters"} <= set(self.header):
+            if not _is_header(self.header):
                 raise DamagedFileError(f"{self.header_path} is not an update header; {rerun}")
             if self.header.get("T") != num_requests:
                 raise LayoutError(f"{self.header_path} was written for T={self.header.get('T')}, not {num_requests}")
@@ -499,17 +509,24 @@ class GeometryRecorder:
 
 
 def read_geometry_csv(path: Path) -> list[dict]:
-    """geometry.csv back as dicts (empty cell -> None, numbers parsed); [] when the run has none."""
+    """geometry.csv back as dicts (empty cell -> None, numbers parsed); [] when the run has none. A file that is
+    not the table `geometry_csv` writes (a cell that is not a number, a row short of cells, not text) is a
+    `DamagedFileError`: it is derived from `updates.f32`, so the run's next session rebuilds it."""
     if not Path(path).exists():
         return []
-    with open(path, newline="") as f:
-        return [
-            {
-                k: (None if v == "" else (int(v) if k in ("t", "r90_all", "r90_online") else float(v)))
-                for k, v in row.items()
-            }
-            for row in csv.DictReader(f)
-        ]
+    try:
+        with open(path, newline="") as f:
+            return [
+                {
+                    k: (None if v == "" else (int(v) if k in ("t", "r90_all", "r90_online") else float(v)))
+                    for k, v in row.items()
+                }
+                for row in csv.DictReader(f)
+            ]
+    except (ValueError, TypeError, UnicodeDecodeError) as error:  # TypeError: a short row's missing cell is None
+        raise DamagedFileError(
+            f"{path} is not a geometry table ({type(error).__name__}); rerun the same command to rebuild it"
+        ) from None
 
 
 def recompute_geometry(run_dir: Path) -> list[dict]:
