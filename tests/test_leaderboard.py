@@ -8,17 +8,21 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 import yaml
 
 from unlearnbench.cli import main
+from unlearnbench.records import RequestRecord, RunSummary
 from unlearnbench.report.leaderboard import (
     ORACLE_LABEL,
     ORIGINAL_LABEL,
+    _method_defaults,
     build_groups,
     build_leaderboard,
     collect_runs,
     column_keys,
 )
+from unlearnbench.rundir import RunDirectory
 
 KEYS = ("forget_acc", "forget_test_acc", "retain_acc", "test_acc", "mia_member_rate")
 ACC_KEYS = ("forget_acc", "forget_test_acc", "retain_acc", "test_acc")
@@ -45,7 +49,7 @@ def fake_run(
     `arch_args`, `recipe`, ...): the oracle and the original model depend on them and on the seed only."""
     identity = {
         "method": method,
-        "method_args": method_args or {"lr": 0.01},
+        "method_args": method_args or _method_defaults(method) or {"lr": 0.01},
         "stream": "classwise",
         "size": 1,
         "requests": T,
@@ -64,7 +68,9 @@ def fake_run(
     path = root / f"{name}-classwise-digits-smallcnn-T{T}-seed{seed}-abcd{seed}{name_suffix}"
     path.mkdir(parents=True)
     (path / "config.yaml").write_text(yaml.safe_dump(identity, sort_keys=False))  # as the runner writes it
-    (path / "manifest.json").write_text("{}")
+    requests = [{"t": t, "forget": [t], "forget_classes": [t]} for t in range(1, T + 1)]
+    (path / "manifest.json").write_text(json.dumps({"requests": requests}))
+    np.savez(path / "labels.npz", train=np.arange(T + 1), test=np.arange(T + 1))
     setting = [*json.dumps(settings, sort_keys=True).encode()] if settings else []
 
     def draws(base: int) -> np.random.Generator:
@@ -104,18 +110,22 @@ def fake_run(
     if status == "diverged":
         diverged = {"t": done + 1, "status": "diverged", "forget_classes": [done + 1], "method": {"rte_s": 0.1}}
         rows.append(diverged | {"oracle": None, "single_shot": None})
-    (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    with (path / "history.csv").open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["t", *(f"F{s}" for s in range(1, T + 1))])
-        for row in rows[:done]:
-            writer.writerow([row["t"], *row["method"]["history"]])
+    run_dir = RunDirectory(path)
+    for row in rows:  # metrics.jsonl and history.csv, as the runner appends them
+        run_dir.append_row(RequestRecord.from_json(row))
     if status is not None:
-        summary = {"requests_done": done, "status": status}
-        if status == "diverged":
-            summary["diverged_at"] = done + 1
-        (path / "summary.json").write_text(json.dumps(summary))
+        run_dir.write_summary(RunSummary(done, {}, status, done + 1 if status == "diverged" else None))
+    run_dir.save_state(done, {"weight": torch.zeros(1)})  # the method after the last request served
+    (path / "provenance.json").write_text(json.dumps({"sessions": []}))
     return path
+
+
+def rewrite_rows(path: Path, rows: list[dict]) -> None:
+    """A run's rows replaced, with the history.csv they give (else the run reads as damaged)."""
+    for name in ("metrics.jsonl", "history.csv"):
+        (path / name).unlink()
+    for row in rows:
+        RunDirectory(path).append_row(RequestRecord.from_json(row))
 
 
 def expected_values(path: Path, side: str = "method") -> dict:
@@ -353,7 +363,7 @@ def test_failure_columns_mark_no_best_and_a_method_that_forgets_nothing_is_never
         row["oracle"]["forget_acc"] = 0.0
         if row["single_shot"]:
             row["single_shot"]["forget_acc"], row["method"]["forward_gain"] = 100.0, 0.0
-    (finetune / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    rewrite_rows(finetune, rows)
     (group,) = build_groups(collect_runs(root))
     cells = {entry.label: entry for entry in group.entries}
     assert cells["finetune"].cells["forward_failure"].mean == cells["finetune"].cells["forget_drift"].mean == 0.0
@@ -376,6 +386,18 @@ def test_variant_labels_name_what_differs_from_the_defaults(tmp_path):
         "my_plugin (beta=0.1)",
         "my_plugin (beta=0.2)",
     ]
+
+
+def test_a_lone_variant_is_labelled_with_its_non_default_hyperparameters(tmp_path):
+    """A `salun` run with a non-default `batches` alone in its table is not labelled plain `salun` (the method as it
+    ships); a run at the method's defaults is."""
+    rng = np.random.default_rng(17)
+    root = tmp_path / "runs"
+    other = "forget_then_retain" if _method_defaults("salun")["batches"] == "mixed" else "mixed"
+    fake_run(root, "salun", 0, rng, method_args=_method_defaults("salun") | {"batches": other})
+    fake_run(root, "ga", 0, rng)
+    (group,) = build_groups(collect_runs(root))
+    assert sorted(entry.label for entry in group.entries) == ["ga", f"salun (batches={other})"]
 
 
 def test_the_date_is_the_runs_own_time_not_a_files(runs, tmp_path):
@@ -437,7 +459,7 @@ def test_unlearning_chains_share_a_row_and_show_their_backward_privacy(tmp_path)
     board = build_leaderboard(tmp_path / "runs", tmp_path / "board")
     (group,) = board.groups
     (entry,) = group.entries
-    assert entry.label == "finetune" and entry.n == 3 and entry.privacy.chains == 3
+    assert entry.label == "finetune (epochs=2)" and entry.n == 3 and entry.privacy.chains == 3
     expected = chain_privacy(paths)
     assert [r["t"] for r in expected["requests"]] == [2, 3]
     for key in PRIVACY_KEYS:
@@ -449,10 +471,13 @@ def test_unlearning_chains_share_a_row_and_show_their_backward_privacy(tmp_path)
         assert matrix[2].tolist() == pytest.approx(expected[f"backward_{name}"][2])
         assert matrix[1, :2].tolist() == pytest.approx(expected[f"backward_{name}"][1])
     names = [path.name for path in board.plots[group.slug]]
-    history = names.index("history-finetune.png")
-    assert names[history + 1 : history + 3] == ["backward_eps-finetune.png", "backward_rmia-finetune.png"]
+    history = names.index("history-finetune__epochs_2_.png")
+    assert names[history + 1 : history + 3] == [
+        "backward_eps-finetune__epochs_2_.png",
+        "backward_rmia-finetune__epochs_2_.png",
+    ]
     markdown = board.files["md"].read_text()
-    assert "finetune: privacy over 3 unlearning chains" in markdown
+    assert "finetune (epochs=2): privacy over 3 unlearning chains" in markdown
     assert f"| 3 | {expected['requests'][1]['eps_forget_score']:.3f} | " in markdown
     assert "| 1 | " + " | ".join(["—"] * len(PRIVACY_KEYS)) + " |" in markdown
     assert "privacy over 3 unlearning chains" in board.files["html"].read_text()
@@ -468,12 +493,15 @@ def test_run_folders_written_by_an_earlier_version_give_the_same_leaderboard(tmp
     leaderboard.csv, and per run its status, rows, summary keys, history and geometry. Reading old folders
     must keep giving the same numbers, to the last digit written (a column added since is no difference), except
     where a definition changed on purpose: `forward_failure_mean` averages over t >= 2 since the gain at t = 1 was
-    recognized as 0 by construction (finetune 3.26696 -> 4.90043, ga 1.17371 -> 1.76056 in the fixture)."""
+    recognized as 0 by construction (finetune 3.26696 -> 4.90043, ga 1.17371 -> 1.76056 in the fixture), and a
+    label names every hyperparameter that departs from the method's defaults since a lone variant was found
+    labelled as the method at its defaults (both runs: one epoch)."""
     expected = json.loads((OLD_RUNS.parent / "old_runs_records.json").read_text())
     board = build_leaderboard(OLD_RUNS, tmp_path / "board", plots=False)
     table = {(row["group"], row["method"]): row for row in csv.DictReader(board.files["csv"].open())}
+    relabelled = {"finetune": "finetune (epochs=1)", "ga": "ga (epochs=1)"}
     with (OLD_RUNS.parent / "old_runs_leaderboard.csv").open() as f:
-        old_table = list(csv.DictReader(f))
+        old_table = [row | {"method": relabelled.get(row["method"], row["method"])} for row in csv.DictReader(f)]
     assert sorted(table) == sorted((row["group"], row["method"]) for row in old_table)
     for old_row in old_table:
         row = table[old_row["group"], old_row["method"]]

@@ -66,10 +66,13 @@ method is not "best" at anything, whatever its numbers). single_acc, fwd_fail, f
 remem are not marked: a method that forgets nothing (finetune) has none of either failure, so no
 value there is better by itself. A run that is not finished (no `summary.json`), that
 diverged (`"status": "diverged"`) or that failed in a suite (`error.json`) is never dropped: its row
-says so in the status column and its numbers are left out of the means. Neither is a damaged run
-(a `metrics.jsonl` line that is torn or repeats a request, a `config.yaml` edited after the run so
-that it no longer matches its folder's hash, a missing `manifest.json`): its row names the damage,
-and a run whose `config.yaml` cannot be read at all is listed, with its problem, under provenance.
+says so in the status column and its numbers are left out of the means. Neither is a damaged run,
+one with any file that is not what the run wrote (`RunDirectory.damages`: a `metrics.jsonl` line
+that is torn or repeats a request, a `config.yaml` edited after the run so that it no longer
+matches its folder's hash, a missing `manifest.json`, a `history.csv` or `summary.json` that
+disagrees with `metrics.jsonl`, a logits file of another request or run, ...): its row names the
+first damaged file, and a run whose `config.yaml` is missing or cannot be read at all is listed,
+with its problem, under provenance.
 Run directories behind symbolic links are followed.
 
 Outputs in `--out` (default RUNS_DIR/leaderboard): `leaderboard.md`, `leaderboard.csv`,
@@ -354,7 +357,8 @@ def _inside_null(scores: dict) -> bool:
 
 
 def read_run(path: Path) -> RunRecord:
-    """A run directory as read from disk; whatever makes it untrustworthy is its `problem`."""
+    """A run directory as read from disk; whatever makes it untrustworthy is its `problem`: the first of its files
+    that is not what the run wrote (`RunDirectory.damages`), so one damaged file makes one damaged run."""
     run_dir = RunDirectory(path)
     problem = None
     try:
@@ -366,6 +370,9 @@ def read_run(path: Path) -> RunRecord:
         rows = run_dir.rows()
     except (OSError, DamagedFileError) as error:
         problem = problem or run_dir.problem_of(error)
+    if problem is None:
+        damages = run_dir.damages(identity, rows)
+        problem = run_dir.problem_of(damages[0].error) if damages else None
     return RunRecord(
         path=path,
         identity=identity,
@@ -373,10 +380,19 @@ def read_run(path: Path) -> RunRecord:
         summary=run_dir.summary(),
         error=run_dir.error(),
         provenance=run_dir.provenance(),
-        history=run_dir.history(),
-        geometry=run_dir.geometry(),
-        problem=problem or run_dir.damage(identity),  # `problem` is set where `identity` is None
+        history=_derived(run_dir.history, None),
+        geometry=_derived(run_dir.geometry, []),
+        problem=problem,
     )
+
+
+def _derived(read, damaged):
+    """A derived file's content, or `damaged` where it is not readable: it is checked (and the run listed as
+    damaged) only once the run is finished, and an unfinished run's resume rebuilds it."""
+    try:
+        return read()
+    except DamagedFileError:
+        return damaged
 
 
 def collect_runs(runs_dirs: Path | Sequence[Path]) -> list[RunRecord]:
@@ -548,17 +564,19 @@ def _variant_name(identity: RunIdentity) -> str:
 
 
 def _variant_labels(identities: dict[tuple[str, str], RunIdentity]) -> dict[tuple[str, str], str]:
-    """Row labels: the name alone where it is unique in the table, else the name and what sets the variant apart.
+    """Row labels: the name and every hyperparameter that departs from the method's defaults, alone in its table or
+    not (`salun (batches=mixed)`: a row labelled plain `salun` is the method as it ships), and where the name has
+    several variants, what else sets each apart.
 
-    What sets it apart: the method arguments that differ from the method's defaults (today's code's;
-    where the method cannot be imported, e.g. an uninstalled plugin, those that differ among the
-    variants), then every other setting whose value differs among them (`rl (lr=0.1, epochs=3)`,
+    The hyperparameters are compared with today's code's defaults; where the method cannot be
+    imported (an uninstalled plugin), those that differ among the variants are named. Then every
+    other setting whose value differs among the variants (`rl (lr=0.1, epochs=3)`,
     `salun (precision=16-mixed)`). Two variants no such text tells apart keep their identity hash.
     """
     labels = {}
     for (name, digest), identity in identities.items():
         siblings = [other.to_json() for (other_name, _), other in identities.items() if other_name == name]
-        parts = _differences(identity.to_json(), siblings) if len(siblings) > 1 else []
+        parts = _differences(identity.to_json(), siblings)
         labels[(name, digest)] = f"{name} ({', '.join(parts)})" if parts else name
     counts = list(labels.values())
     return {key: label if counts.count(label) == 1 else f"{label} [{key[1]}]" for key, label in labels.items()}
