@@ -49,7 +49,7 @@ from unlearnbench.records import SINGLE_SHOT_FIELDS, RequestRecord, RunSummary
 from unlearnbench.registry import METHODS
 from unlearnbench.rundir import RunDirectory
 from unlearnbench.step_loss import StepLossLogger
-from unlearnbench.store import ModelSpec, ModelStore, sha256_bytes
+from unlearnbench.store import ModelSpec, ModelStore, model_shapes, sha256_bytes
 from unlearnbench.streams.base import Request, RequestStream, StreamError
 from unlearnbench.training import build_model, check_arch_args, train_from_scratch
 
@@ -214,7 +214,7 @@ class Runner:
             ).state_dict()
 
         model = build_model(self.config.arch, self.dataset, arch_args)
-        model.load_state_dict(self.nodes.get_or_train(self.store, spec, train))
+        model.load_state_dict(self.nodes.get_or_train(self.store, spec, train, model_shapes(model)))
         return model.eval()
 
     def pretrained_model(self) -> nn.Module:
@@ -308,10 +308,10 @@ class Runner:
             method.to(placed)
 
         _synchronize()
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         method.unlearn(fit)
         _synchronize()
-        rte_s = time.perf_counter() - start
+        rte_s, rte_cpu_s = time.perf_counter() - start, time.process_time() - start_cpu
         for guard in guards:
             guard.after_request(method, view)
         layout, update = parameter_update(before, method)
@@ -319,6 +319,7 @@ class Runner:
         update_norm = float(np.linalg.norm(update.astype(np.float64)))
         return {
             "rte_s": rte_s,
+            "rte_cpu_s": rte_cpu_s,
             "prepare_s": prepare_s,
             "update_norm": update_norm,
             "diverged": diverged,

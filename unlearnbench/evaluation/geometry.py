@@ -55,6 +55,7 @@ import io
 import json
 import math
 import mmap
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -165,9 +166,18 @@ class UpdateStore:
         if offset != d:
             raise LayoutError(f"layout holds {offset} numbers, the update {d}")
         self.directory.mkdir(parents=True, exist_ok=True)
-        # Sparse file of the final size; rows are filled in place.
-        with open(self.path, "wb") as f:
-            f.truncate(self.num_requests * d * 4)
+        # The file's final size, allocated now: its rows are written through a memory map, where a disk that fills up
+        # later (a sparse file) kills the process with SIGBUS and no message; here it is an OSError (ENOSPC), which
+        # the run reports in one line, before request 1's row is stored.
+        try:
+            with open(self.path, "wb") as f:
+                if hasattr(os, "posix_fallocate"):
+                    os.posix_fallocate(f.fileno(), 0, self.num_requests * d * 4)
+                else:  # macOS has no posix_fallocate: the file stays sparse there
+                    f.truncate(self.num_requests * d * 4)
+        except OSError:
+            self.path.unlink(missing_ok=True)
+            raise
         self.header = {
             "format": FORMAT,
             "dtype": "float32",
