@@ -5,7 +5,7 @@ silences everything but errors. Everything printed fits in 100 columns (`WIDTH`)
 cut short with `…`: the per-request table shows the null band of the method's cells only, and
 the run ends with a verdict per request and per stream (`forgetting_verdict`) and the stream's
 summary lines rather than a table of every metric at every request, which stays in the run
-directory (`metrics.jsonl`; `unlearnbench leaderboard` tabulates it).
+directory (its rows; `unlearnbench leaderboard` tabulates them).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def _cell(scores: dict, key: str, band: bool = True) -> str:
     if key == "mia_validity" and scores.get(key) is not None and not significant(lo, hi):
         text += " n.s."
     if key in ("lira_auc", "rmia_auc") and scores.get(key) is None and scores.get(f"{key}_ties") is not None:
-        return f"degenerate ({100 * scores[f'{key}_ties']:.0f}% tied)"
+        return f"degenerate ({100 * scores[f'{key}_ties']:.0f}% of pairs tied)"
     if band and key in ("lira_auc", "rmia_auc", "mia_advantage") and scores.get(f"{key}_null_lo") is not None:
         text += f" [{scores[f'{key}_null_lo']:.2f}, {scores[f'{key}_null_hi']:.2f}]"  # the chance band beside it
     return text
@@ -258,7 +258,7 @@ class Reporter:
     def summary(self, rows: list[RequestRecord], run_summary: RunSummary, run_dir: Path) -> None:
         """The run's verdict: per request and per stream (`forgetting_verdict`), accuracy at T beside the oracle's and
         the original's, and the stream's failures, each line within 100 columns. Every metric at every request is
-        in `metrics.jsonl` (and in the leaderboard)."""
+        in the run directory's rows (and in the leaderboard)."""
         from unlearnbench.rundir import RunDirectory
 
         summary = run_summary.scores
@@ -307,7 +307,7 @@ class Reporter:
             lines.append(f"mean gap over {where}: {_fmt(summary['mean_gap'])}")
         for line in lines:
             self.console.print(line)
-        self.console.print("every metric at every request: metrics.jsonl in the run directory")
+        self.console.print("every metric at every request is in the run directory (`unlearnbench leaderboard`)")
         self.console.print(f"run directory: {run_dir}")
 
 

@@ -80,8 +80,9 @@ class RunDirectoryBusyError(ConfigError):
 #: they are damaged: the manifest and labels from the configuration and the data, the rest from `metrics.jsonl`
 #: (and `updates.f32`). The others are what the run alone knows: damage there is refused, naming the file.
 REBUILT_FILES = (_MANIFEST, _LABELS, _SUMMARY, _HISTORY, GEOMETRY_FILE)
-#: Files only a run writes: two of them make a folder a run directory whatever its config.yaml says (or if none).
-_RUN_OWN_FILES = (_MANIFEST, _LABELS, _METRICS)
+#: Files only a run writes: one of them beside `metrics.jsonl` makes a folder a run directory whatever its
+#: config.yaml says (or if it has none).
+_RUN_OWN_FILES = (_MANIFEST, _LABELS)
 #: The arrays of a logits file that say whose logits it holds: the request and the run (`identity_hash`).
 _LOGITS_REQUEST, _LOGITS_RUN = "request", "run"
 
@@ -188,8 +189,9 @@ class RunDirectory:
             return True
 
     def _holds_run_files(self) -> bool:
-        """Whether at least two of the files only a run writes are here: a run whatever its config.yaml holds."""
-        return sum((self.path / name).exists() for name in _RUN_OWN_FILES) >= 2
+        """Whether requests were served here (`metrics.jsonl`) beside another file only a run writes: a run whatever
+        its config.yaml holds. (Without rows, a folder killed before its config.yaml was written holds no run.)"""
+        return self.metrics_path.exists() and any((self.path / name).exists() for name in _RUN_OWN_FILES)
 
     def identity(self) -> RunIdentity:
         """config.yaml: everything the run's numbers depend on (`RunConfig.identity`)."""
@@ -357,10 +359,13 @@ class RunDirectory:
         if not self.has_logits():
             return
         for row in rows:
-            if row.status == "ok" and self.saved_logits(row.t, identity) is None:
+            if row.status != "ok":
+                continue
+            if not self._logits_path(row.t).exists():
                 raise DamagedFileError(
                     f"{self._logits_path(row.t)} is missing (the run saved its logits); delete {self.path} to rerun"
                 )
+            self._read_logits(row.t, identity, arrays=False)
 
     def _check_updates(self, identity: RunIdentity, rows: list[RequestRecord]) -> None:
         """updates.f32 and its header updates.json hold the u_t of the requests served (`UpdateStore` checks)."""
@@ -599,26 +604,35 @@ class RunDirectory:
         has it read already).
         """
         path = self._logits_path(t)
-        if not path.exists():
-            return None
-        fix = f"delete {self.path} to rerun"
+        return self._read_logits(t, identity, arrays=True) if path.exists() else None
+
+    def _read_logits(self, t: int, identity: RunIdentity | None, arrays: bool) -> SavedLogits | None:
+        """`saved_logits`'s checks; with `arrays` false, only the file's names and whose it is are read (a check that
+        decompresses no logits), and None is returned."""
+        path, fix = self._logits_path(t), f"delete {self.path} to rerun"
         try:
             with np.load(path) as saved:
-                arrays = {name: saved[name] for name in saved.files}
-            logits = SavedLogits.from_arrays(
-                {k: v for k, v in arrays.items() if k not in (_LOGITS_REQUEST, _LOGITS_RUN)}
-            )
+                names = set(saved.files)
+                whose = {name: saved[name] for name in (_LOGITS_REQUEST, _LOGITS_RUN) if name in names}
+                logits = {name: saved[name] for name in sorted(names - set(whose))} if arrays else {}
         except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
             raise DamagedFileError(f"{path} is not a logits file ({type(error).__name__}); {fix}") from None
-        if not {"train", "test"} <= set(logits.method):
+        if not {"method_train", "method_test"} <= names:
             raise DamagedFileError(f"{path} holds no method logits; {fix}")
-        if _LOGITS_REQUEST in arrays and int(arrays[_LOGITS_REQUEST]) != t:
-            raise DamagedFileError(f"{path} holds the logits of request {int(arrays[_LOGITS_REQUEST])}, not {t}; {fix}")
-        if _LOGITS_RUN in arrays:
+        if _LOGITS_REQUEST in whose and int(whose[_LOGITS_REQUEST]) != t:
+            raise DamagedFileError(f"{path} holds the logits of request {int(whose[_LOGITS_REQUEST])}, not {t}; {fix}")
+        if _LOGITS_RUN in whose:
             run = identity_hash(identity or self.identity())
-            if str(arrays[_LOGITS_RUN]) != run:
-                raise DamagedFileError(f"{path} holds the logits of run {arrays[_LOGITS_RUN]}, not {run}; {fix}")
-        return logits
+            if str(whose[_LOGITS_RUN]) != run:
+                raise DamagedFileError(f"{path} holds the logits of run {whose[_LOGITS_RUN]}, not {run}; {fix}")
+        if not arrays:
+            return None
+        try:
+            return SavedLogits.from_arrays(logits)
+        except ValueError:  # an array named as no model's logits
+            raise DamagedFileError(
+                f"{path} holds arrays that are not logits ({', '.join(sorted(names))}); {fix}"
+            ) from None
 
     def record_session(self, first_request: int, method_code: dict | None = None) -> None:
         """Append this session (package version, git commit, device, method code, start) to `provenance.json`."""
