@@ -8,9 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 import yaml
 
 from unlearnbench.cli import main
+from unlearnbench.records import RequestRecord, RunSummary
 from unlearnbench.report.leaderboard import (
     ORACLE_LABEL,
     ORIGINAL_LABEL,
@@ -19,6 +21,7 @@ from unlearnbench.report.leaderboard import (
     collect_runs,
     column_keys,
 )
+from unlearnbench.rundir import RunDirectory
 
 KEYS = ("forget_acc", "forget_test_acc", "retain_acc", "test_acc", "mia_member_rate")
 ACC_KEYS = ("forget_acc", "forget_test_acc", "retain_acc", "test_acc")
@@ -66,7 +69,8 @@ def fake_run(
     path = root / f"{name}-classwise-digits-smallcnn-T{T}-seed{seed}-abcd{seed}{name_suffix}"
     path.mkdir(parents=True)
     (path / "config.yaml").write_text(yaml.safe_dump(identity, sort_keys=False))  # as the runner writes it
-    (path / "manifest.json").write_text("{}")
+    requests = [{"t": t, "forget": [t], "forget_classes": [t]} for t in range(1, T + 1)]
+    (path / "manifest.json").write_text(json.dumps({"requests": requests}))
     if method_defaults is not None:
         session = {"method_code": {"package": "unlearnbench", "defaults": method_defaults}}
         (path / "provenance.json").write_text(json.dumps({**session, "sessions": [session]}))
@@ -84,6 +88,7 @@ def fake_run(
         method_scores = {k: float(rng.uniform(0, 100)) for k in (*KEYS, *SVC_KEYS)}
         method_scores["mia_validity_lo"], method_scores["mia_validity_hi"] = sorted(rng.uniform(30, 80, 2).tolist())
         method_scores |= {"rte_s": float(rng.uniform(0.1, 2)), "update_norm": float(rng.uniform(0, 5))}
+        method_scores["rte_cpu_s"] = float(rng.uniform(0.1, 2))
         method_scores["history"] = [float(rng.uniform(0, 100)) for _ in range(T)]
         oracle = {k: float(oracle_rng.uniform(0, 100)) for k in (*KEYS, *SVC_KEYS)}
         oracle["mia_validity_lo"], oracle["mia_validity_hi"] = sorted(oracle_rng.uniform(30, 80, 2).tolist())
@@ -109,18 +114,22 @@ def fake_run(
     if status == "diverged":
         diverged = {"t": done + 1, "status": "diverged", "forget_classes": [done + 1], "method": {"rte_s": 0.1}}
         rows.append(diverged | {"oracle": None, "single_shot": None})
-    (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    with (path / "history.csv").open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["t", *(f"F{s}" for s in range(1, T + 1))])
-        for row in rows[:done]:
-            writer.writerow([row["t"], *row["method"]["history"]])
+    run_dir = RunDirectory(path)
+    for row in rows:  # metrics.jsonl and history.csv, as the runner appends them
+        run_dir.append_row(RequestRecord.from_json(row))
     if status is not None:
-        summary = {"requests_done": done, "status": status}
-        if status == "diverged":
-            summary["diverged_at"] = done + 1
-        (path / "summary.json").write_text(json.dumps(summary))
+        run_dir.write_summary(RunSummary(done, {}, status, done + 1 if status == "diverged" else None))
+    run_dir.save_state(done, {"weight": torch.zeros(1)})  # the method after the last request served
+    (path / "provenance.json").write_text(json.dumps({"sessions": []}))
     return path
+
+
+def rewrite_rows(path: Path, rows: list[dict]) -> None:
+    """A run's rows replaced, with the history.csv they give (else the run reads as damaged)."""
+    for name in ("metrics.jsonl", "history.csv"):
+        (path / name).unlink()
+    for row in rows:
+        RunDirectory(path).append_row(RequestRecord.from_json(row))
 
 
 def expected_values(path: Path, side: str = "method") -> dict:
@@ -150,6 +159,7 @@ def expected_values(path: Path, side: str = "method") -> dict:
         values["gap_acc"] = scores[-1]["gap_acc"]
         values["mean_gap_acc"] = float(np.mean([s["gap_acc"] for s in scores]))
         values["rte_s"] = float(np.sum([s["rte_s"] for s in scores]))
+        values["rte_cpu_s"] = float(np.sum([s["rte_cpu_s"] for s in scores]))
     return values
 
 
@@ -207,9 +217,26 @@ def test_best_entries_follow_the_oracle_or_the_direction(runs, tmp_path):
     scored = [e for e in group.entries if e.cells["retain_acc"].mean is not None]
     closest = min(scored, key=lambda e: abs(e.cells["retain_acc"].mean - oracle["retain_acc"].mean))
     assert "retain_acc" in closest.best
-    fastest = min(scored, key=lambda e: e.cells["rte_s"].mean)
-    assert "rte_s" in fastest.best
-    assert sum("rte_s" in e.best for e in group.entries) == 1
+    fastest = min(scored, key=lambda e: e.cells["rte_cpu_s"].mean)  # time is ranked by CPU seconds, never wall
+    assert "rte_cpu_s" in fastest.best
+    assert sum("rte_cpu_s" in e.best for e in group.entries) == 1
+    assert not any("rte_s" in e.best for e in group.entries)
+
+
+def test_runs_made_before_cpu_time_was_recorded_show_a_dash(tmp_path):
+    rng = np.random.default_rng(23)
+    root = tmp_path / "runs"
+    old = fake_run(root, "ga", 0, rng)
+    rows = [json.loads(line) for line in (old / "metrics.jsonl").read_text().splitlines()]
+    for row in rows:
+        del row["method"]["rte_cpu_s"]
+    rewrite_rows(old, rows)
+    fake_run(root, "rl", 0, rng)
+    board = build_leaderboard(root, tmp_path / "board", plots=False)
+    (group,) = board.groups
+    cells = {entry.label: entry.cells["rte_cpu_s"] for entry in group.entries}
+    assert cells["ga"].text() == "—" and cells["rl"].mean is not None
+    assert not any(old.name in line for line in board.files["md"].read_text().splitlines() if "damaged" in line)
 
 
 def test_guarded_runs_are_a_row_of_their_own(tmp_path):
@@ -310,6 +337,7 @@ UNRANKED = {
     "forget_drift",
     "backward_failure_max",
     "rememorization_events",
+    "rte_s",  # wall seconds: a loaded machine stretches them; time is ranked by rte_cpu_s
 }
 
 
@@ -358,7 +386,7 @@ def test_failure_columns_mark_no_best_and_a_method_that_forgets_nothing_is_never
         row["oracle"]["forget_acc"] = 0.0
         if row["single_shot"]:
             row["single_shot"]["forget_acc"], row["method"]["forward_gain"] = 100.0, 0.0
-    (finetune / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    rewrite_rows(finetune, rows)
     (group,) = build_groups(collect_runs(root))
     cells = {entry.label: entry for entry in group.entries}
     assert cells["finetune"].cells["forward_failure"].mean == cells["finetune"].cells["forget_drift"].mean == 0.0
@@ -407,6 +435,18 @@ def test_a_leaderboard_is_built_without_importing_the_methods(tmp_path):
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert (tmp_path / "board" / "leaderboard.md").exists()
+
+
+def test_a_lone_variant_is_labelled_with_its_non_default_hyperparameters(tmp_path):
+    """A `salun` run with a non-default `batches` alone in its table is not labelled plain `salun` (the method as it
+    ships); a run at the method's defaults (as its run directory records them) is."""
+    rng = np.random.default_rng(17)
+    root = tmp_path / "runs"
+    defaults = {"batches": "mixed", "ratio": 0.5}
+    fake_run(root, "salun", 0, rng, method_args=defaults | {"batches": "forget_then_retain"}, method_defaults=defaults)
+    fake_run(root, "ga", 0, rng, method_args={"lr": 1e-4}, method_defaults={"lr": 1e-4})
+    (group,) = build_groups(collect_runs(root))
+    assert sorted(entry.label for entry in group.entries) == ["ga", "salun (batches=forget_then_retain)"]
 
 
 def test_the_date_is_the_runs_own_time_not_a_files(runs, tmp_path):
@@ -495,7 +535,7 @@ def test_unlearning_chains_share_a_row_and_show_their_backward_privacy(tmp_path)
     board = build_leaderboard(tmp_path / "runs", tmp_path / "board")
     (group,) = board.groups
     (entry,) = group.entries
-    assert entry.label == "finetune" and entry.n == 3 and entry.privacy.chains == 3
+    assert entry.label == "finetune (epochs=2)" and entry.n == 3 and entry.privacy.chains == 3
     expected = chain_privacy(paths)
     assert [r["t"] for r in expected["requests"]] == [2, 3]
     for key in PRIVACY_KEYS:
@@ -507,10 +547,13 @@ def test_unlearning_chains_share_a_row_and_show_their_backward_privacy(tmp_path)
         assert matrix[2].tolist() == pytest.approx(expected[f"backward_{name}"][2])
         assert matrix[1, :2].tolist() == pytest.approx(expected[f"backward_{name}"][1])
     names = [path.name for path in board.plots[group.slug]]
-    history = names.index("history-finetune.png")
-    assert names[history + 1 : history + 3] == ["backward_eps-finetune.png", "backward_rmia-finetune.png"]
+    history = names.index("history-finetune__epochs_2_.png")
+    assert names[history + 1 : history + 3] == [
+        "backward_eps-finetune__epochs_2_.png",
+        "backward_rmia-finetune__epochs_2_.png",
+    ]
     markdown = board.files["md"].read_text()
-    assert "finetune: privacy over 3 unlearning chains" in markdown
+    assert "finetune (epochs=2): privacy over 3 unlearning chains" in markdown
     assert f"| 3 | {expected['requests'][1]['eps_forget_score']:.3f} | " in markdown
     assert "| 1 | " + " | ".join(["—"] * len(PRIVACY_KEYS)) + " |" in markdown
     assert "privacy over 3 unlearning chains" in board.files["html"].read_text()
@@ -526,17 +569,21 @@ def test_run_folders_written_by_an_earlier_version_give_the_same_leaderboard(tmp
     leaderboard.csv, and per run its status, rows, summary keys, history and geometry. Reading old folders
     must keep giving the same numbers, to the last digit written (a column added since is no difference), except
     where a definition changed on purpose: `forward_failure_mean` averages over t >= 2 since the gain at t = 1 was
-    recognized as 0 by construction (finetune 3.26696 -> 4.90043, ga 1.17371 -> 1.76056 in the fixture)."""
+    recognized as 0 by construction (finetune 3.26696 -> 4.90043, ga 1.17371 -> 1.76056 in the fixture), and a
+    label names every hyperparameter that departs from the method's defaults since a lone variant was found
+    labelled as the method at its defaults (both runs: one epoch); wall seconds are no longer ranked (a loaded
+    machine stretches them), CPU seconds are, and these runs predate them."""
     expected = json.loads((OLD_RUNS.parent / "old_runs_records.json").read_text())
     board = build_leaderboard(OLD_RUNS, tmp_path / "board", plots=False)
     table = {(row["group"], row["method"]): row for row in csv.DictReader(board.files["csv"].open())}
+    relabelled = {"finetune": "finetune (epochs=1)", "ga": "ga (epochs=1)"}
     with (OLD_RUNS.parent / "old_runs_leaderboard.csv").open() as f:
-        old_table = list(csv.DictReader(f))
+        old_table = [row | {"method": relabelled.get(row["method"], row["method"])} for row in csv.DictReader(f)]
     assert sorted(table) == sorted((row["group"], row["method"]) for row in old_table)
     for old_row in old_table:
         row = table[old_row["group"], old_row["method"]]
         assert {k: row[k] for k in old_row if k != "best"} == {k: v for k, v in old_row.items() if k != "best"}
-        assert set(old_row["best"].split()) <= set(row["best"].split())
+        assert set(old_row["best"].split()) - {"rte_s"} <= set(row["best"].split())  # time: ranked by CPU seconds
     assert board.provenance["runs"] == expected["provenance_runs"]
     runs = {run.path.name: run for run in collect_runs(OLD_RUNS)}
     assert sorted(runs) == sorted(expected["records"])

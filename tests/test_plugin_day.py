@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import FAST_RECIPE
+from unlearnbench.evaluation.keys import TIMING_KEYS
 
 ROOT = Path(__file__).resolve().parent.parent
-TIMINGS = ("rte_s", "prepare_s")
 
 PLUGIN = '''
 """A plugin package: distillation from the model before the request."""
@@ -91,7 +91,7 @@ def results(out: Path) -> list[dict]:
     (run_dir,) = [p for p in out.iterdir() if p.is_dir() and p.name != "store"]
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     for row in rows:
-        for key in TIMINGS:
+        for key in TIMING_KEYS:
             row["method"].pop(key)
     return rows
 

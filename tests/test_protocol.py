@@ -11,17 +11,16 @@ from threadpoolctl import threadpool_limits
 
 from tests.conftest import tiny_config
 from unlearnbench.config import ConfigError
+from unlearnbench.evaluation.keys import TIMING_KEYS
 from unlearnbench.records import RequestRecord
 from unlearnbench.registry import METHODS
 from unlearnbench.rundir import RunDirectory
 from unlearnbench.runner import Runner
 
-TIMINGS = ("rte_s", "prepare_s")
-
 
 def _comparable(rows: list[RequestRecord]) -> list[RequestRecord]:
     for row in rows:
-        for key in TIMINGS:
+        for key in TIMING_KEYS:
             row.method.pop(key, None)
     return rows
 

@@ -24,6 +24,7 @@ from tests.conftest import FAST_RECIPE, tiny_config
 from unlearnbench import rundir as rundir_module
 from unlearnbench.cli import main
 from unlearnbench.config import ConfigError
+from unlearnbench.evaluation.keys import TIMING_KEYS
 from unlearnbench.interrupt import Interrupted, interruptible
 from unlearnbench.report.leaderboard import build_leaderboard, collect_runs
 from unlearnbench.rundir import RunDirectory, RunDirectoryBusyError, UntrustedCheckpointError
@@ -31,16 +32,15 @@ from unlearnbench.runner import Runner
 from unlearnbench.store import ModelSpec, ModelStore, TrainingDivergedError, sha256_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
-TIMINGS = ("rte_s", "prepare_s")
 
 
 def _results(run_dir: Path) -> tuple[list[dict], dict]:
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     for row in rows:
-        for key in TIMINGS:
+        for key in TIMING_KEYS:
             row["method"].pop(key)
     summary = json.loads((run_dir / "summary.json").read_text())
-    for key in TIMINGS:
+    for key in TIMING_KEYS:
         summary["final"].pop(key)
     return rows, summary
 
@@ -148,6 +148,24 @@ def test_a_write_failure_is_one_clear_error_and_earlier_results_stay(tmp_path, s
     assert len((run_dir / "metrics.jsonl").read_text().splitlines()) == 2
 
 
+def test_a_full_disk_when_the_updates_file_is_made_is_one_line_exit_1_not_sigbus(tmp_path, monkeypatch, capsys):
+    """updates.f32 is written through a memory map: a sparse file on a full disk would kill the run with SIGBUS
+    (exit 135, no message). It is allocated whole when it is made, so the full disk is an OSError there."""
+
+    def full(fd, offset, length):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    argv = [*UB, "--out", str(tmp_path / "out"), "--store", str(tmp_path / "store"), "--quiet", "true"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot write results" in err and "No space left on device" in err, err
+    run_dir = _only_run_dir(tmp_path / "out")
+    assert not (run_dir / "updates.f32").exists() and not (run_dir / "metrics.jsonl").exists()
+    monkeypatch.undo()
+    assert main(argv) == 0  # room again: the same command runs through
+
+
 def test_a_run_directory_of_another_configuration_is_refused_before_writing(tmp_path, shared_store):
     run_dir = tmp_path / "mine"
     Runner(tiny_config(tmp_path, shared_store, "rl", run_dir=run_dir)).run()
@@ -165,8 +183,7 @@ def test_a_tampered_checkpoint_is_refused_not_unpickled(tmp_path, shared_store):
     config = tiny_config(tmp_path, shared_store, "finetune", requests=2)
     runner = Runner(config)
     runner.run()
-    first_row = runner.run_dir.metrics_path.read_text().splitlines()[0]
-    runner.run_dir.metrics_path.write_text(first_row + "\n")
+    _keep_first_row(runner.run_dir.path)  # the run as after request 1: it resumes from state/t001.pt
     (runner.run_dir.path / "state" / "t001.pt").write_bytes(pickle.dumps(Exception("would run")))
     with pytest.raises(UntrustedCheckpointError, match="not a weights-only checkpoint"):
         Runner(config).run()
@@ -351,9 +368,13 @@ def _snapshot(run_dir: Path) -> dict[str, bytes]:
 
 
 def _keep_first_row(run_dir: Path) -> None:
-    """The run as it was after request 1 (so that a rerun resumes at request 2), whose checkpoint is state/t001.pt."""
-    metrics = run_dir / "metrics.jsonl"
-    metrics.write_text(metrics.read_text().splitlines()[0] + "\n")
+    """The run as it was after request 1 (so that a rerun resumes at request 2), whose checkpoint is state/t001.pt:
+    one row, its history line, no summary or geometry table (written once the run is finished)."""
+    for name in ("metrics.jsonl", "history.csv"):
+        lines = (run_dir / name).read_text().splitlines(keepends=True)
+        (run_dir / name).write_text("".join(lines[: 2 if name == "history.csv" else 1]))
+    for name in ("summary.json", "geometry.csv"):
+        (run_dir / name).unlink()
 
 
 def _truncate(path: Path) -> None:
@@ -670,3 +691,46 @@ def test_unreadable_symlinked_and_escaped_runs(finished, tmp_path, capsys):
     markdown = (runs / "leaderboard" / "leaderboard.md").read_text()
     assert "<b>" not in markdown and "&lt;b&gt;digits&lt;/b&gt; \\| x" in markdown
     assert f"| {finished[0].name} |" in markdown and "| broken |" in markdown
+
+
+def _entries(store: Path) -> list[Path]:
+    return sorted(p for p in store.iterdir() if p.suffix == ".pt")
+
+
+@pytest.mark.parametrize("damage", ["wrong shapes", "a folder"])
+def test_a_store_entry_of_other_shapes_or_a_folder_is_retrained_with_one_warning(
+    finished, damage, tmp_path, capsys, caplog
+):
+    """An entry with the right metadata and sha256 but tensors of another shape (an arch changed under one name), or
+    a folder in an entry's place, is retrained by the rerun with one warning line, never a traceback or exit 1."""
+    store = tmp_path / "store"
+    shutil.copytree(finished[1], store)
+    pretrained = _entries(store)[0]  # any of the run's models: each is retrained where it is unusable
+    if damage == "wrong shapes":
+        state = {name: torch.zeros(2, *tensor.shape) for name, tensor in torch.load(pretrained).items()}
+        buffer = io.BytesIO()
+        torch.save(state, buffer)
+        pretrained.write_bytes(buffer.getvalue())
+        meta = pretrained.with_suffix(".json")
+        meta.write_text(json.dumps(json.loads(meta.read_text()) | {"sha256": sha256_bytes(buffer.getvalue())}))
+    else:
+        pretrained.unlink()
+        pretrained.mkdir()
+        (pretrained / "x").write_text("")
+    argv = [*UB, "--out", str(tmp_path / "out"), "--store", str(store), "--quiet", "true"]
+    capsys.readouterr()
+    assert main(argv) == 0
+    warned = [r.getMessage() for r in caplog.records if r.name == "unlearnbench.store" and r.levelname == "WARNING"]
+    assert (
+        len(warned) == 1
+        and warned[0].startswith(f"model store entry {pretrained} is unusable: ")
+        and "\n" not in (warned[0])
+    )
+    assert "Traceback" not in capsys.readouterr().err
+    assert pretrained.is_file() and torch.load(pretrained, weights_only=True).keys() == state_keys(finished[1])
+    caplog.clear()
+    assert main(argv) == 0 and not caplog.records  # retrained once, for good
+
+
+def state_keys(store: Path):
+    return torch.load(_entries(store)[0], weights_only=True).keys()

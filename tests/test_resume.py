@@ -9,6 +9,7 @@ import pytest
 import torch.nn.functional as F
 
 from tests.conftest import tiny_config
+from unlearnbench.evaluation.keys import TIMING_KEYS
 from unlearnbench.methods.base import GradientMethod
 from unlearnbench.records import RequestRecord
 from unlearnbench.registry import METHODS
@@ -16,13 +17,11 @@ from unlearnbench.rundir import RunDirectory
 from unlearnbench.runner import Runner
 from unlearnbench.streams.batches import BatchMode
 
-TIMINGS = ("rte_s", "prepare_s")
-
 
 def _comparable(run_dir) -> list[RequestRecord]:
     rows = RunDirectory(run_dir).rows()
     for row in rows:
-        for key in TIMINGS:
+        for key in TIMING_KEYS:
             row.method.pop(key, None)
     return rows
 

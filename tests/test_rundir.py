@@ -68,9 +68,10 @@ def test_history_reads_the_rows_to_four_decimals(tmp_path):
 
 
 def test_saved_logits_use_the_documented_names_and_read_back(tmp_path):
-    """README: `method_train`, `method_test`, `oracle_train`, `oracle_test`, `oracle1_*` ... per request."""
+    """README: `method_train`, `method_test`, `oracle_train`, `oracle_test`, `oracle1_*` ... per request, and whose
+    they are: `request` and `run`."""
     rng = np.random.default_rng(0)
-    run_dir = RunDirectory(tmp_path / "run")
+    run_dir = initialized(tmp_path / "run")
     assert not run_dir.has_logits()
     method = {"train": rng.normal(size=(4, 3)), "test": rng.normal(size=(2, 3))}
     oracles = [{"train": rng.normal(size=(4, 3)), "test": rng.normal(size=(2, 3))} for _ in range(3)]
@@ -79,8 +80,10 @@ def test_saved_logits_use_the_documented_names_and_read_back(tmp_path):
     with np.load(tmp_path / "run" / "logits" / "t002.npz") as saved:
         on_disk = {name: saved[name] for name in saved.files}
     assert sorted(on_disk) == sorted(
-        f"{model}_{split}" for model in ("method", "oracle", "oracle1", "oracle2") for split in ("train", "test")
+        ["request", "run"]
+        + [f"{model}_{split}" for model in ("method", "oracle", "oracle1", "oracle2") for split in ("train", "test")]
     )
+    assert on_disk["request"] == 2 and str(on_disk["run"]) == identity_hash(IDENTITY)
     np.testing.assert_array_equal(on_disk["oracle1_test"], oracles[1]["test"])
     assert run_dir.has_logits() and run_dir.saved_logits(1) is None
     read = run_dir.saved_logits(2)
@@ -90,6 +93,9 @@ def test_saved_logits_use_the_documented_names_and_read_back(tmp_path):
         for split in ("train", "test"):
             np.testing.assert_array_equal(got[split], wanted[split])
     assert run_dir.saved_logits(3).oracles == []
+    (tmp_path / "run" / "logits" / "t002.npz").replace(tmp_path / "run" / "logits" / "t003.npz")
+    with pytest.raises(DamagedFileError, match=r"t003.npz holds the logits of request 2, not 3; delete .* to rerun"):
+        run_dir.saved_logits(3)
 
 
 def test_a_logits_file_written_by_hand_with_the_documented_names_reads(tmp_path):
@@ -190,18 +196,20 @@ def test_identity_hash_is_the_hash_that_names_a_run_directory(tmp_path):
     assert config.run_path(IDENTITY).name.endswith(f"-seed0-{identity_hash(IDENTITY)}")
 
 
-def test_damage_names_an_edited_identity_and_a_missing_manifest(tmp_path):
+def test_damages_name_an_edited_identity_and_a_missing_manifest(tmp_path):
     named = initialized(tmp_path / f"finetune-classwise-digits-smallcnn-T2-seed0-{identity_hash(IDENTITY)}")
-    assert named.damage(IDENTITY) is None
+    assert named.damages(IDENTITY, []) == []
     edited = replace(IDENTITY, seed=1)
-    assert named.damage(edited) == (
+    (damage,) = named.damages(edited, [])
+    assert (damage.file, damage.rebuilt) == ("config.yaml", False) and named.problem_of(damage.error) == (
         f"config.yaml does not match its folder (hash {identity_hash(edited)}, folder {identity_hash(IDENTITY)}): "
         "edited after the run?"
     )
     chosen = initialized(tmp_path / "my-run")  # a --run-dir name: no hash to compare
-    assert chosen.damage(edited) is None
+    assert chosen.damages(edited, []) == []
     (tmp_path / "my-run" / "manifest.json").unlink()
-    assert chosen.damage(IDENTITY) == "manifest.json is missing"
+    (damage,) = chosen.damages(IDENTITY, [])
+    assert damage.rebuilt and chosen.problem_of(damage.error) == "manifest.json is missing"
 
 
 def test_geometry_is_empty_until_written(tmp_path):

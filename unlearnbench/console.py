@@ -1,15 +1,22 @@
-"""What a person sees while a run goes: rich progress, a table per request, a summary at the end.
+"""What a person sees while a run goes: rich progress, a table per request, a verdict at the end.
 
 Rich renders live bars on a terminal and plain lines in CI logs (no terminal), and `quiet`
-silences everything but errors.
+silences everything but errors. Everything printed fits in 100 columns (`WIDTH`), so no cell is
+cut short with `…`: the per-request table shows the null band of the method's cells only, and
+the run ends with a verdict per request and per stream (`forgetting_verdict`) and the stream's
+summary lines rather than a table of every metric at every request, which stays in the run
+directory (its rows; `unlearnbench leaderboard` tabulates them).
 """
 
 from __future__ import annotations
 
 import logging
+import math
+import os
 import time
 import warnings
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from lightning.pytorch.callbacks import Callback
@@ -20,23 +27,116 @@ from rich.table import Table
 from unlearnbench.evaluation.keys import METRIC_KEYS, console_keys, significant
 from unlearnbench.records import RequestRecord, RunSummary
 
+#: The console's width where it is not a terminal and COLUMNS is unset (CI logs, a pipe): what every line fits in.
+WIDTH = 100
+
 
 def _fmt(value) -> str:
     return "—" if value is None else f"{value:.2f}"
 
 
-def _cell(scores: dict, key: str) -> str:
+def _cell(scores: dict, key: str, band: bool = True) -> str:
     """A table cell in the metric's own decimals; the SVC validity reads "n.s." when its 95% interval contains chance,
-    an AUC and the SVC advantage carry their null band, and an AUC the ties decided reads "degenerate"."""
+    an AUC and the SVC advantage carry their null band (`band`: the method's column only, so the table fits), and an
+    AUC the ties decided reads "degenerate"."""
     text = METRIC_KEYS[key].format(scores.get(key))
     lo, hi = scores.get("mia_validity_lo"), scores.get("mia_validity_hi")
     if key == "mia_validity" and scores.get(key) is not None and not significant(lo, hi):
         text += " n.s."
     if key in ("lira_auc", "rmia_auc") and scores.get(key) is None and scores.get(f"{key}_ties") is not None:
         return f"degenerate ({100 * scores[f'{key}_ties']:.0f}% of pairs tied)"
-    if key in ("lira_auc", "rmia_auc", "mia_advantage") and scores.get(f"{key}_null_lo") is not None:
+    if band and key in ("lira_auc", "rmia_auc", "mia_advantage") and scores.get(f"{key}_null_lo") is not None:
         text += f" [{scores[f'{key}_null_lo']:.2f}, {scores[f'{key}_null_hi']:.2f}]"  # the chance band beside it
     return text
+
+
+#: The three verdicts on a forget set, and "—" where there is no oracle to judge against.
+FORGOT, DID_NOT_FORGET, OVER_FORGOT, NO_ORACLE = "forgot", "did not forget", "over-forgot", "—"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the method's accuracy on a forget set says, against the oracle's and the original model's on it."""
+
+    verdict: str
+    method: float | None
+    oracle: float | None
+    original: float | None
+    #: the oracle's 95% band, in accuracy points (`oracle_band`)
+    band: float | None
+
+
+def oracle_band(oracle: float, samples: int) -> float:
+    """The half-width, in accuracy points, of the 95% binomial interval of the oracle's accuracy on `samples`
+    samples (1.96·sqrt(p(1−p)/n)), and never less than one sample's worth (100/n): a method whose accuracy is
+    inside it cannot be told from the oracle at this forget-set size."""
+    p = min(max(oracle / 100, 0.0), 1.0)
+    return max(196 * math.sqrt(p * (1 - p) / samples), 100 / samples)
+
+
+def forgetting_verdict(method: float | None, oracle: float | None, original: float | None, samples: int) -> Verdict:
+    """forgot / did not forget / over-forgot, from the accuracy (%) on a forget set of `samples` samples.
+
+    The rule (docs/reporting.md): with m, o, g the method's, the oracle's and the original (pretrained)
+    model's accuracy and b the oracle's band (`oracle_band`),
+
+    - forgot: |m − o| ≤ b, or m is nearer the oracle than the original (|m − o| < |m − g|) without
+      passing it;
+    - over-forgot: m is past the oracle, on the side away from the original, by more than b
+      (o − m > b when the original is at or above the oracle, as it is wherever there is
+      something to forget): the forget set stands out by being forgotten too hard;
+    - did not forget: otherwise, m is outside the band and no nearer the oracle than the original.
+
+    Without an oracle at the request (`--oracle-every`) there is no verdict ("—"); without the
+    original (runs made before it was scored) only the band decides.
+    """
+    if method is None or oracle is None:
+        return Verdict(NO_ORACLE, method, oracle, original, None)
+    band = oracle_band(oracle, samples)
+    away = 1.0 if original is None or original >= oracle else -1.0  # the direction from the original to the oracle
+    if abs(method - oracle) <= band:
+        verdict = FORGOT
+    elif away * (oracle - method) > band:
+        verdict = OVER_FORGOT
+    elif original is not None and abs(method - oracle) < abs(method - original):
+        verdict = FORGOT
+    else:
+        verdict = DID_NOT_FORGET
+    return Verdict(verdict, method, oracle, original, band)
+
+
+def request_verdicts(rows: list[RequestRecord], forget_sizes: list[int]) -> list[Verdict]:
+    """The verdict on F_t after request t, for every scored request (`forget_sizes[t − 1]` = |F_t|)."""
+    return [
+        forgetting_verdict(
+            row.method.get("forget_acc"),
+            (row.oracle or {}).get("forget_acc"),
+            (row.original or {}).get("forget_acc"),
+            forget_sizes[row.t - 1],
+        )
+        for row in rows
+        if row.status == "ok"
+    ]
+
+
+def stream_verdicts(rows: list[RequestRecord], forget_sizes: list[int]) -> list[Verdict]:
+    """The verdict on every F_s after the last request served (its `history` row against the oracle's and the
+    original model's): a forget set learned again later reads "did not forget" here, whatever it read at s."""
+    scored = [row for row in rows if row.status == "ok"]
+    if not scored:
+        return []
+    last = scored[-1]
+    method, oracle = last.method.get("history") or [], (last.oracle or {}).get("history") or []
+    original = (scored[0].original or {}).get("history") or []  # the pretrained model's, kept at t = 1
+    return [
+        forgetting_verdict(
+            method[s],
+            oracle[s] if s < len(oracle) else None,
+            original[s] if s < len(original) else None,
+            forget_sizes[s],
+        )
+        for s in range(min(last.t, len(method)))
+    ]
 
 
 def _styled(label: str) -> str:
@@ -99,8 +199,8 @@ class Reporter:
     def __init__(self, quiet: bool = False, console: Console | None = None):
         self.quiet = quiet
         self.console = console or Console(quiet=quiet)
-        if not self.console.is_terminal:
-            self.console.width = max(self.console.width, 120)
+        if not self.console.is_terminal and console is None and "COLUMNS" not in os.environ:
+            self.console.width = WIDTH  # rich's 80 would wrap the per-request table in a CI log
         self.progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
@@ -151,31 +251,31 @@ class Reporter:
             table.add_column(column, justify="left" if column == "metric" else "right")
         for key in console_keys():  # "—" where this request has no oracle or no single-shot counterfactual
             if key in row.method:
-                cells = (_cell(row.method, key), *(_cell(scores or {}, key) for scores in sides.values()))
+                cells = (_cell(row.method, key), *(_cell(scores or {}, key, band=False) for scores in sides.values()))
                 table.add_row(key, METRIC_KEYS[key].arrow, *cells)
         self.console.print(table)
 
     def summary(self, rows: list[RequestRecord], run_summary: RunSummary, run_dir: Path) -> None:
+        """The run's verdict: per request and per stream (`forgetting_verdict`), accuracy at T beside the oracle's and
+        the original's, and the stream's failures, each line within 100 columns. Every metric at every request is
+        in the run directory's rows (and in the leaderboard)."""
+        from unlearnbench.rundir import RunDirectory
+
         summary = run_summary.scores
-        keys = [k for k in console_keys() if any(k in row.method for row in rows)]  # sparse oracles: gap at some t
-        table = Table(title="summary", title_justify="left")
-        table.add_column("t", justify="right")
-        table.add_column("model")
-        for key in keys:
-            table.add_column(f"{key}\n{METRIC_KEYS[key].arrow}", justify="right")
-        for row in rows:
-            table.add_row(str(row.t), "method", *(_cell(row.method, k) for k in keys))
-            for side in ("oracle", "original", "single_shot"):  # rows only where the schedules put them
-                scores = getattr(row, side)
-                if scores:
-                    name = side.replace("_", "-")
-                    table.add_row("", f"[dim]{name}[/dim]", *(f"[dim]{_cell(scores, k)}[/dim]" for k in keys))
-        self.console.print(table)
-        lines = [_final_line(summary)]
+        sizes = [len(request["forget"]) for request in RunDirectory(run_dir).manifest()["requests"]]
+        per_request, per_stream = request_verdicts(rows, sizes), stream_verdicts(rows, sizes)
+        self.console.print(_verdict_table(per_request, per_stream))
+        judged = [v.verdict for v in per_stream if v.verdict != NO_ORACLE]
+        if judged:
+            counts = " · ".join(f"{judged.count(word)} {word}" for word in (FORGOT, DID_NOT_FORGET, OVER_FORGOT))
+            self.console.print(f"after request {rows[-1].t}, of F_1..F_{len(per_stream)}: {counts}")
+        self.console.print(_final_table(summary))
+        forgot_any = any(v.verdict in (FORGOT, OVER_FORGOT) for v in per_request)
+        lines = []
         if "forward_failure" in summary:
             lines.append(
-                f"forward failure (gain at T: forget_acc on F_T, continual {_fmt(summary['continual_forget_acc'])} − "
-                f"single-shot {_fmt(summary['single_shot_forget_acc'])}): {_fmt(summary['forward_failure'])}"
+                f"forward failure at T (forget_acc on F_T, continual − single-shot): {_fmt(summary['forward_failure'])}"
+                f" = {_fmt(summary['continual_forget_acc'])} − {_fmt(summary['single_shot_forget_acc'])}"
             )
         if "forward_failure_mean" in summary:
             lines.append(
@@ -184,15 +284,16 @@ class Reporter:
             )
         if "forward_failure_cumulative" in summary:
             lines.append(
-                f"forward failure against the cumulative-retain counterfactual (at T / mean): "
+                f"forward failure, cumulative-retain counterfactual (at T / mean): "
                 f"{_fmt(summary['forward_failure_cumulative'])} / {_fmt(summary.get('forward_failure_cumulative_mean'))}"
             )
         lines.append(f"forget drift (forget_acc T − 1): {_fmt(summary['forget_drift'])}")
         if "forget_drift_vs_oracle" in summary:
             lines.append(f"forget drift minus the oracle's: {_fmt(summary['forget_drift_vs_oracle'])}")
+        nothing_forgotten = "" if forgot_any else " (no request was forgotten: nothing could come back)"
         lines.append(
             f"backward failure max / mean: {_fmt(summary['backward_failure_max'])} / "
-            f"{_fmt(summary['backward_failure_mean'])}"
+            f"{_fmt(summary['backward_failure_mean'])}{nothing_forgotten}"
         )
         if "backward_failure_vs_oracle_max" in summary:
             lines.append(
@@ -206,15 +307,31 @@ class Reporter:
             lines.append(f"mean gap over {where}: {_fmt(summary['mean_gap'])}")
         for line in lines:
             self.console.print(line)
+        self.console.print("every metric at every request is in the run directory (`unlearnbench leaderboard`)")
         self.console.print(f"run directory: {run_dir}")
 
 
-def _final_line(summary: dict) -> str:
-    """The verdict at T: forget, retain and test accuracy of the method beside the oracle's and the original model's."""
-    keys = ("forget_acc", "retain_acc", "test_acc")
-    parts = [
-        f"{name} {' / '.join(_fmt(summary[side].get(key)) for key in keys)}"
-        for name, side in (("method", "final"), ("oracle", "final_oracle"), ("original", "final_original"))
-        if side in summary
-    ]
-    return f"at T, forget / retain / test accuracy: {' · '.join(parts)}"
+def _verdict_table(per_request: list[Verdict], per_stream: list[Verdict]) -> Table:
+    """Forget accuracy (%) on F_t after request t and on F_t at the end, beside the oracle's and the original's."""
+    table = Table(
+        title="summary: forgot = within the oracle's 95% band, or nearer the oracle than the original",
+        title_justify="left",
+    )
+    for column in ("F_t", "after request t", "method", "oracle", "original", "band", "at the end", "method"):
+        table.add_column(column, justify="left" if column in ("after request t", "at the end") else "right")
+    for t, (now, end) in enumerate(zip(per_request, per_stream + [None] * len(per_request), strict=False), start=1):
+        band = "—" if now.band is None else f"±{now.band:.1f}"
+        at_end = (end.verdict, _fmt(end.method)) if end is not None else ("—", "—")
+        table.add_row(str(t), now.verdict, _fmt(now.method), _fmt(now.oracle), _fmt(now.original), band, *at_end)
+    return table
+
+
+def _final_table(summary: dict) -> Table:
+    """At T: forget, retain and test accuracy of the method beside the oracle's and the original model's."""
+    table = Table(title="at T, accuracy (%)", title_justify="left")
+    for column in ("model", "forget", "retain", "test"):
+        table.add_column(column, justify="left" if column == "model" else "right")
+    for name, side in (("method", "final"), ("oracle", "final_oracle"), ("original", "final_original")):
+        if side in summary:
+            table.add_row(name, *(_fmt(summary[side].get(key)) for key in ("forget_acc", "retain_acc", "test_acc")))
+    return table

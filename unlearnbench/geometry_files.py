@@ -20,6 +20,7 @@ import io
 import json
 import math
 import mmap
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -36,6 +37,16 @@ FORMAT = "unlearnbench-updates/1"
 
 class LayoutError(ValueError):
     """The trainable parameters of this request differ from those recorded in the header."""
+
+
+def _is_header(header: object) -> bool:
+    """`updates.json`'s object: d and T numbers, the rows written and the parameter layout lists."""
+    if not isinstance(header, dict) or not {"d", "T", "rows", "parameters"} <= set(header):
+        return False
+    numbers = [header["d"], header["T"], *(header["rows"] if isinstance(header["rows"], list) else [None])]
+    return all(isinstance(n, int) and not isinstance(n, bool) for n in numbers) and isinstance(
+        header["parameters"], list
+    )
 
 
 class UpdateStore:
@@ -61,7 +72,7 @@ class UpdateStore:
                 self.header = json.loads(self.header_path.read_bytes().decode("utf-8"))
             except ValueError:
                 raise DamagedFileError(f"{self.header_path} is not readable JSON; {rerun}") from None
-            if not isinstance(self.header, dict) or not {"d", "T", "rows", "parameters"} <= set(self.header):
+            if not _is_header(self.header):
                 raise DamagedFileError(f"{self.header_path} is not an update header; {rerun}")
             if self.header.get("T") != num_requests:
                 raise LayoutError(f"{self.header_path} was written for T={self.header.get('T')}, not {num_requests}")
@@ -111,9 +122,18 @@ class UpdateStore:
         if offset != d:
             raise LayoutError(f"layout holds {offset} numbers, the update {d}")
         self.directory.mkdir(parents=True, exist_ok=True)
-        # Sparse file of the final size; rows are filled in place.
-        with open(self.path, "wb") as f:
-            f.truncate(self.num_requests * d * 4)
+        # The file's final size, allocated now: its rows are written through a memory map, where a disk that fills up
+        # later (a sparse file) kills the process with SIGBUS and no message; here it is an OSError (ENOSPC), which
+        # the run reports in one line, before request 1's row is stored.
+        try:
+            with open(self.path, "wb") as f:
+                if hasattr(os, "posix_fallocate"):
+                    os.posix_fallocate(f.fileno(), 0, self.num_requests * d * 4)
+                else:  # macOS has no posix_fallocate: the file stays sparse there
+                    f.truncate(self.num_requests * d * 4)
+        except OSError:
+            self.path.unlink(missing_ok=True)
+            raise
         self.header = {
             "format": FORMAT,
             "dtype": "float32",
@@ -224,14 +244,21 @@ def write_geometry_csv(directory: Path, table: list[dict]) -> None:
 
 
 def read_geometry_csv(path: Path) -> list[dict]:
-    """geometry.csv back as dicts (empty cell -> None, numbers parsed); [] when the run has none."""
+    """geometry.csv back as dicts (empty cell -> None, numbers parsed); [] when the run has none. A file that is
+    not the table `geometry_csv` writes (a cell that is not a number, a row short of cells, not text) is a
+    `DamagedFileError`: it is derived from `updates.f32`, so the run's next session rebuilds it."""
     if not Path(path).exists():
         return []
-    with open(path, newline="") as f:
-        return [
-            {
-                k: (None if v == "" else (int(v) if k in ("t", "r90_all", "r90_online") else float(v)))
-                for k, v in row.items()
-            }
-            for row in csv.DictReader(f)
-        ]
+    try:
+        with open(path, newline="") as f:
+            return [
+                {
+                    k: (None if v == "" else (int(v) if k in ("t", "r90_all", "r90_online") else float(v)))
+                    for k, v in row.items()
+                }
+                for row in csv.DictReader(f)
+            ]
+    except (ValueError, TypeError, UnicodeDecodeError) as error:  # TypeError: a short row's missing cell is None
+        raise DamagedFileError(
+            f"{path} is not a geometry table ({type(error).__name__}); rerun the same command to rebuild it"
+        ) from None

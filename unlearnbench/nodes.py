@@ -31,7 +31,7 @@ import torch
 import torch.distributed as dist
 
 from unlearnbench.config import ConfigError
-from unlearnbench.store import ModelSpec, ModelStore
+from unlearnbench.store import ModelSpec, ModelStore, Shapes
 
 #: How long a follower waits for the leader between two fits: the leader may be waiting for the
 #: store's file lock while another process (a suite shard) trains the model it needs.
@@ -126,17 +126,21 @@ class NodeGroup:
             self._channel().set(goodbyes[self.rank - 1], "1")
 
     def get_or_train(
-        self, store: ModelStore, spec: ModelSpec, train: Callable[[], dict[str, torch.Tensor]]
+        self,
+        store: ModelStore,
+        spec: ModelSpec,
+        train: Callable[[], dict[str, torch.Tensor]],
+        shapes: Shapes | None = None,
     ) -> dict[str, torch.Tensor]:
         """`store.get_or_train` in step on every node: the leader decides under the store's lock."""
         if self.size == 1:
-            return store.get_or_train(spec, train)
+            return store.get_or_train(spec, train, shapes)
         key = f"model-{self.decisions}"
         self.decisions += 1
         if not self.leader:
             if self.wait(key) == TRAIN:
                 return train()  # the same DDP fit as the leader's, so the same weights
-            state = store.load(spec)
+            state = store.load(spec, shapes)
             if state is None:
                 raise ConfigError(f"node {self.rank} cannot read the model store at {store.root}: share it with node 0")
             return state
@@ -148,7 +152,7 @@ class NodeGroup:
             self.announce(key, TRAIN)
             return train()
 
-        state = store.get_or_train(spec, train_together)
+        state = store.get_or_train(spec, train_together, shapes)
         if not trained:
             self.announce(key, LOAD)
         return state

@@ -30,7 +30,8 @@ import os
 import pickle
 import re
 import time
-from collections.abc import Iterator
+import zipfile
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +41,14 @@ import torch
 import yaml
 
 from unlearnbench.errors import ConfigError, DamagedFileError
-from unlearnbench.geometry_files import GEOMETRY_FILE, read_geometry_csv
+from unlearnbench.geometry_files import (
+    GEOMETRY_FILE,
+    HEADER_FILE,
+    LayoutError,
+    UpdateStore,
+    geometry_csv,
+    read_geometry_csv,
+)
 from unlearnbench.io import write_atomic, write_json_atomic, write_text_atomic, write_yaml_atomic
 from unlearnbench.records import MalformedRecordError, RequestRecord, RunIdentity, RunSummary
 
@@ -65,6 +73,31 @@ class RunDirectoryMismatchError(ConfigError):
 
 class RunDirectoryBusyError(ConfigError):
     """Another process is running in this run directory."""
+
+
+#: The files of a run directory that follow from its others, so a rerun of the same command rebuilds them where
+#: they are damaged: the manifest and labels from the configuration and the data, the rest from `metrics.jsonl`
+#: (and `updates.f32`). The others are what the run alone knows: damage there is refused, naming the file.
+REBUILT_FILES = (_MANIFEST, _LABELS, _SUMMARY, _HISTORY, GEOMETRY_FILE)
+#: Files only a run writes: one of them beside `metrics.jsonl` makes a folder a run directory whatever its
+#: config.yaml says (or if it has none).
+_RUN_OWN_FILES = (_MANIFEST, _LABELS)
+#: The arrays of a logits file that say whose logits it holds: the request and the run (`identity_hash`).
+_LOGITS_REQUEST, _LOGITS_RUN = "request", "run"
+
+
+@dataclass(frozen=True)
+class Damage:
+    """A file of a run directory that is not what the run wrote (`RunDirectory.damages`).
+
+    `file` is the name `damages` checks it under (`updates` for the pair updates.f32 + updates.json),
+    `error` its reader's, naming the file and the fix, and `rebuilt` whether the rerun of the same
+    command rebuilds it (`REBUILT_FILES`).
+    """
+
+    file: str
+    error: Exception
+    rebuilt: bool
 
 
 class UntrustedCheckpointError(DamagedFileError):
@@ -146,11 +179,18 @@ class RunDirectory:
         (W&B's `method: {value: ..}`). An unreadable one counts, so it is listed as damaged rather than dropped."""
         config = self.path / _CONFIG
         if config.is_dir() or not (config.exists() or config.is_symlink()):
-            return False
+            return self._holds_run_files()  # config.yaml deleted: listed as damaged, never dropped
+        if self._holds_run_files():
+            return True
         try:
             return isinstance(self._identity_object().get("method"), str)
         except DamagedIdentityError:
             return True
+
+    def _holds_run_files(self) -> bool:
+        """Whether requests were served here (`metrics.jsonl`) beside another file only a run writes: a run whatever
+        its config.yaml holds. (Without rows, a folder killed before its config.yaml was written holds no run.)"""
+        return self.metrics_path.exists() and any((self.path / name).exists() for name in _RUN_OWN_FILES)
 
     def identity(self) -> RunIdentity:
         """config.yaml: everything the run's numbers depend on (`RunConfig.identity`)."""
@@ -166,6 +206,11 @@ class RunDirectory:
     def _identity_object(self) -> dict:
         """config.yaml's mapping, not yet checked as an identity."""
         path = self.path / _CONFIG
+        if not path.exists():
+            raise DamagedIdentityError(
+                f"{path} is missing (the run's configuration); delete {self.path} to rerun",
+                f"{_CONFIG} is missing",
+            )
         try:
             data = yaml.safe_load(path.read_text())
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
@@ -185,6 +230,8 @@ class RunDirectory:
         if self.path.exists() and not self.path.is_dir():
             raise RunDirectoryMismatchError(f"{self.path} exists and is not a directory")
         if not self.initialized():
+            if (self.path / _METRICS).exists():  # requests were served here: its configuration was deleted
+                self._identity_object()
             # `initialize` writes config.yaml last: a run killed before it leaves only these, rewritten on resume
             if self.path.exists() and any(not _initialization_leftover(p.name) for p in self.path.iterdir()):
                 raise RunDirectoryMismatchError(f"{self.path} is not empty and holds no run; choose another folder")
@@ -198,44 +245,182 @@ class RunDirectory:
     def initialize(
         self, identity: RunIdentity, manifest: dict, train_labels: np.ndarray, test_labels: np.ndarray
     ) -> None:
-        """Write config and manifest for a new run (after `check`); an existing run is left as it is."""
+        """Write config, manifest and labels for a new run (after `check`). Of an existing run, the manifest and the
+        labels are rewritten where they are missing or unreadable: both follow from its configuration and the data
+        (this session's stream and dataset are the run's, `check` says so), and without them no table can be read."""
         self.check(identity)
-        if self.initialized():
-            return
-        write_json_atomic(self.path / _MANIFEST, manifest)
-        write_atomic(self.path / _LABELS, lambda f: np.savez(f, train=train_labels, test=test_labels))
-        write_yaml_atomic(self.path / _CONFIG, identity.to_json())
+        initialized = self.initialized()
+        if not (initialized and _readable(self.manifest)):
+            write_json_atomic(self.path / _MANIFEST, manifest)
+        if not (initialized and _readable(self.labels)):
+            write_atomic(self.path / _LABELS, lambda f: np.savez(f, train=train_labels, test=test_labels))
+        if not initialized:
+            write_yaml_atomic(self.path / _CONFIG, identity.to_json())
 
     def manifest(self) -> dict:
-        """manifest.json: every request of the stream (`RequestStream.manifest`)."""
-        return json.loads((self.path / _MANIFEST).read_text())
+        """manifest.json: every request of the stream (`RequestStream.manifest`); a `DamagedFileError` when it is
+        missing or not a manifest (an object whose `requests` are objects, each naming its `t` and `forget` set)."""
+        path = self.path / _MANIFEST
+        data = _read_json_object(path)
+        requests = data.get("requests") if data is not None else None
+        if not (
+            isinstance(requests, list)
+            and all(
+                isinstance(r, dict) and _is_index(r.get("t")) and isinstance(r.get("forget"), list) for r in requests
+            )
+        ):
+            problem = "is missing" if not path.exists() else "is not a stream manifest"
+            raise DamagedFileError(f"{path} {problem}; rerun the same command to rebuild it")
+        return data
 
     def labels(self) -> RunLabels:
-        with np.load(self.path / _LABELS) as saved:
-            return RunLabels(train=saved["train"], test=saved["test"])
+        """labels.npz; a `DamagedFileError` when it is missing or does not hold 1-D integer `train` and `test`."""
+        path = self.path / _LABELS
+        try:
+            with np.load(path) as saved:
+                labels = RunLabels(train=saved["train"], test=saved["test"])
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
+            problem = "is missing" if not path.exists() else f"is not the run's labels ({type(error).__name__})"
+            raise DamagedFileError(f"{path} {problem}; rerun the same command to rebuild it") from None
+        if not all(a.ndim == 1 and np.issubdtype(a.dtype, np.integer) for a in (labels.train, labels.test)):
+            raise DamagedFileError(f"{path} does not hold 1-D integer labels; rerun the same command to rebuild it")
+        return labels
 
-    def damage(self, identity: RunIdentity) -> str | None:
-        """What makes a run whose identity and rows read untrustworthy, in a few words; None when sound.
+    def damages(self, identity: RunIdentity, rows: list[RequestRecord]) -> list[Damage]:
+        """Every file of the run that is not what the run wrote, in the order of `RUN_FILES`; [] when all are sound.
 
-        A config.yaml edited after the run no longer hashes to its folder's name (a `--run-dir` name
-        has no hash to compare); without manifest.json no request's forget set is known.
+        Called on a run whose identity and `metrics.jsonl` rows read (`rows()` refuses those itself) by
+        the leaderboard, which lists a run with any damage as damaged, and by the runner before it serves
+        or finishes a run, which rebuilds the damaged files that follow from the others (`Damage.rebuilt`)
+        and refuses the rest. Each check is the reader of its file, so what is damage to a table is damage
+        to a rerun. A config.yaml edited after the run no longer hashes to its folder's name (a `--run-dir`
+        name has no hash to compare). The checks that need the run to be finished (the derived files, and
+        the files written only once it is) apply only then.
         """
+        checks = {
+            _CONFIG: lambda: self._check_name(identity),
+            _MANIFEST: self.manifest,
+            _LABELS: self.labels,
+            _METRICS: lambda: self._check_metrics(rows),
+            _PROVENANCE: lambda: self._check_provenance(rows),
+            "updates": lambda: self._check_updates(identity, rows),
+            _STATE: lambda: self._check_state(identity, rows),
+            _LOGITS: lambda: self._check_logits(identity, rows),
+            _SUMMARY: lambda: self._check_summary(identity, rows),
+            _HISTORY: lambda: self._check_history(identity, rows),
+            GEOMETRY_FILE: lambda: self._check_geometry(identity, rows),
+        }
+        damages = []
+        for name, check in checks.items():
+            try:
+                check()
+            except DamagedFileError as error:
+                damages.append(Damage(name, error, rebuilt=name in REBUILT_FILES))
+        return damages
+
+    def _check_name(self, identity: RunIdentity) -> None:
         named = _HASHED_NAME.search(self.path.name)
         if named and named.group(1) != identity_hash(identity):
-            return (
-                f"{_CONFIG} does not match its folder (hash {identity_hash(identity)}, folder {named.group(1)}): "
-                "edited after the run?"
+            raise DamagedFileError(
+                f"{self.path / _CONFIG} does not match its folder (hash {identity_hash(identity)}, folder "
+                f"{named.group(1)}): edited after the run?; delete {self.path} to rerun"
             )
-        if not (self.path / _MANIFEST).is_file():
-            return f"{_MANIFEST} is missing"
-        return None
+
+    def _check_metrics(self, rows: list[RequestRecord]) -> None:
+        """metrics.jsonl holds every request its derived files record (they are written after it, so never more)."""
+        summary = self.summary()
+        recorded = summary.requests_done + (summary.status == "diverged") if summary is not None else 0
+        if recorded > len(rows):
+            what = "is missing" if not self.metrics_path.exists() else f"holds {len(rows)} request(s)"
+            raise DamagedFileError(
+                f"{self.metrics_path} {what} but {_SUMMARY} records {recorded}; delete {self.path} to rerun"
+            )
+
+    def _check_provenance(self, rows: list[RequestRecord]) -> None:
+        """provenance.json is written before a run's first request: once one is served, who made it must be known."""
+        path = self.path / _PROVENANCE
+        data = _read_json_object(path)
+        if rows and (data is None or not isinstance(data.get("sessions", []), list)):
+            problem = "is missing" if not path.exists() else "is not a provenance record"
+            raise DamagedFileError(
+                f"{path} {problem}: who ran the run, with which code, is lost; delete {self.path} to rerun"
+            )
+
+    def _check_state(self, identity: RunIdentity, rows: list[RequestRecord]) -> None:
+        """The method after the last request served: what a resume starts from. A finished run needs it for no number,
+        so it may be left out (published run directories leave out the weights); one that is there must load."""
+        served = [row.t for row in rows if row.status == "ok"]
+        if served and not (_finished(identity, rows) and not self._state_path(served[-1]).exists()):
+            self.load_state(served[-1], mmap=True)
+
+    def _check_logits(self, identity: RunIdentity, rows: list[RequestRecord]) -> None:
+        """With `--save-logits`, every request served has its logits, and they are its own (`saved_logits`)."""
+        if not self.has_logits():
+            return
+        for row in rows:
+            if row.status != "ok":
+                continue
+            if not self._logits_path(row.t).exists():
+                raise DamagedFileError(
+                    f"{self._logits_path(row.t)} is missing (the run saved its logits); delete {self.path} to rerun"
+                )
+            self._read_logits(row.t, identity, arrays=False)
+
+    def _check_updates(self, identity: RunIdentity, rows: list[RequestRecord]) -> None:
+        """updates.f32 and its header updates.json hold the u_t of the requests served (`UpdateStore` checks)."""
+        if not rows:
+            return
+        try:
+            UpdateStore(self.path, identity.requests, len(rows))
+        except LayoutError as error:  # a header of another T: not this run's
+            raise DamagedFileError(f"{error}; delete {self.path} to rerun") from None
+
+    def _check_summary(self, identity: RunIdentity, rows: list[RequestRecord]) -> None:
+        """summary.json is written once the run is finished, and counts its rows; rebuilt from them."""
+        path = self.path / _SUMMARY
+        summary = self.summary()
+        finished = _finished(identity, rows)
+        if summary is None and (finished or path.exists()):
+            problem = "is missing" if not path.exists() else "is not a run summary"
+            raise DamagedFileError(f"{path} {problem}; rerun the same command to rebuild it")
+        if summary is not None and not (
+            finished
+            and summary.requests_done == sum(row.status == "ok" for row in rows)
+            and (summary.status == "diverged") == _diverged(rows)
+        ):
+            raise DamagedFileError(f"{path} disagrees with {_METRICS}; rerun the same command to rebuild it")
+
+    def _check_history(self, identity: RunIdentity, rows: list[RequestRecord]) -> None:
+        """history.csv of a finished run is what its rows give (an unfinished run's may be one row short: a kill
+        between the two appends; its resume rebuilds it)."""
+        if not _finished(identity, rows):
+            return
+        path = self.path / _HISTORY
+        expected = _history_text(rows)
+        try:
+            current = path.read_bytes().decode()  # as `repair_derived` compares it: csv writes \r\n
+        except (OSError, UnicodeDecodeError):
+            current = None
+        if current != expected and not (expected is None and current is None):
+            problem = "is missing" if current is None else f"disagrees with {_METRICS}"
+            raise DamagedFileError(f"{path} {problem}; rerun the same command to rebuild it")
+
+    def _check_geometry(self, identity: RunIdentity, rows: list[RequestRecord]) -> None:
+        """geometry.csv is written with request T's row when every u_t is stored: then it holds rows 1..T."""
+        if not rows or not _finished(identity, rows) or not _has_all_updates(self.path, identity.requests):
+            return
+        path = self.path / GEOMETRY_FILE
+        served = [row["t"] for row in read_geometry_csv(path)]
+        if served != list(range(1, identity.requests + 1)):
+            problem = "is missing" if not path.exists() else f"holds rows {served[:3]}…, not 1..{identity.requests}"
+            raise DamagedFileError(f"{path} {problem}; rerun the same command to rebuild it")
 
     def problem_of(self, error: Exception) -> str:
         """A damaged file's error in a few words, for a table cell: its `problem` where it has one, else its
-        message with file names relative to this folder and without the fix (what follows the `;`)."""
+        message with file names relative to this folder and without the fix (what follows the last `;`)."""
         if isinstance(error, DamagedIdentityError):
             return error.problem
-        return str(error).replace(f"{self.path}{os.sep}", "").split(";")[0]
+        return str(error).replace(f"{self.path}{os.sep}", "").rsplit(";", 1)[0]
 
     @contextmanager
     def lock(self) -> Iterator[None]:
@@ -312,16 +497,30 @@ class RunDirectory:
         else:
             write_text_atomic(history, _history_header(row) + line)
 
-    def repair_derived(self, rows: list[RequestRecord], summary: RunSummary | None = None) -> list[str]:
-        """Rewrite `history.csv` (and `summary.json`, when given) where they disagree with `metrics.jsonl`.
+    def repair_derived(
+        self,
+        rows: list[RequestRecord],
+        summary: RunSummary | None = None,
+        recompute_geometry: Callable[[Path], list[dict]] | None = None,
+    ) -> list[str]:
+        """Rewrite `history.csv` (and `summary.json`, when given) where they disagree with `metrics.jsonl`, and,
+        with the summary, `geometry.csv` where it is not the table of `updates.f32` (recomputed by
+        `recompute_geometry`, the geometry's owner, which the caller passes: the run directory stores the
+        geometry's files but does not compute it).
 
         A kill between the row and history.csv, or an edited or corrupt file, would otherwise stay
         wrong for good. Returns the names of the files rewritten.
         """
+        repaired = []
+        if summary is not None and recompute_geometry is not None:
+            try:
+                self._check_geometry(self.identity(), rows)
+            except DamagedFileError:
+                write_text_atomic(self.path / GEOMETRY_FILE, geometry_csv(recompute_geometry(self.path)))
+                repaired.append(GEOMETRY_FILE)
         expected = {_HISTORY: _history_text(rows)}
         if summary is not None:
             expected[_SUMMARY] = json_text(summary.to_json())
-        repaired = []
         for name, text in expected.items():
             if text is None:
                 continue
@@ -335,15 +534,21 @@ class RunDirectory:
         return repaired
 
     def history(self) -> np.ndarray | None:
-        """history.csv as a (requests done) x T float array (NaN where a cell is empty), or None when absent."""
+        """history.csv as a (requests done) x T float array (NaN where a cell is empty), or None when absent; a
+        `DamagedFileError` when it is not that table (a cell that is not a number, rows of unequal length)."""
         path = self.path / _HISTORY
         if not path.exists():
             return None
-        with path.open(newline="") as f:
-            rows = [row for row in csv.reader(f)][1:]
-        if not rows:
-            return None
-        return np.array([[float(v) if v not in ("", "None") else math.nan for v in row[1:]] for row in rows])
+        try:
+            with path.open(newline="") as f:
+                rows = [row for row in csv.reader(f)][1:]
+            if not rows:
+                return None
+            return np.array([[float(v) if v not in ("", "None") else math.nan for v in row[1:]] for row in rows])
+        except (ValueError, UnicodeDecodeError):
+            raise DamagedFileError(
+                f"{path} is not a history table; rerun the same command to rebuild it from {_METRICS}"
+            ) from None
 
     def geometry(self) -> list[dict]:
         """geometry.csv's rows (`geometry_files` writes and parses it); [] before request T is served."""
@@ -357,19 +562,25 @@ class RunDirectory:
         torch.save(state, buffer)
         write_atomic(self._state_path(t), lambda f: f.write(buffer.getvalue()))
 
-    def load_state(self, t: int) -> dict[str, torch.Tensor]:
-        """The method's state after request t (weights only: a checkpoint cannot run code)."""
+    def load_state(self, t: int, mmap: bool = False) -> dict[str, torch.Tensor]:
+        """The method's state after request t (weights only: a checkpoint cannot run code). `mmap`: the tensors
+        stay on disk until read (a check that the file loads costs no copy of the model)."""
         path = self._state_path(t)
         if not path.is_file():
             raise DamagedFileError(
                 f"{path} is missing, so the run cannot resume after request {t}; delete {self.path} to rerun it"
             )
         try:
-            return torch.load(path, map_location="cpu", weights_only=True)
-        except (pickle.UnpicklingError, RuntimeError) as error:
+            state = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+        except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError) as error:
             raise UntrustedCheckpointError(
                 f"{path} is not a weights-only checkpoint and was not loaded; delete {self.path} to rerun"
             ) from error
+        if not isinstance(state, dict):
+            raise DamagedFileError(
+                f"{path} holds a {type(state).__name__}, not a method's state; delete {self.path} to rerun"
+            )
+        return state
 
     def drop_states_before(self, t: int) -> None:
         for path in (self.path / _STATE).glob("t*.pt"):
@@ -380,21 +591,54 @@ class RunDirectory:
         return self.path / _LOGITS / f"t{t:03d}.npz"
 
     def save_logits(self, t: int, method: dict[str, np.ndarray], oracles: list[dict[str, np.ndarray]]) -> None:
-        """The logits of the method and of the oracles after request t (`SavedLogits`), with `--save-logits`."""
+        """The logits of the method and of the oracles after request t (`SavedLogits`), with `--save-logits`, and
+        whose they are: the request t and the run's `identity_hash`, checked on read."""
         arrays = SavedLogits(method, oracles).arrays()
-        write_atomic(self._logits_path(t), lambda f: np.savez_compressed(f, **arrays))
+        whose = {_LOGITS_REQUEST: np.int64(t), _LOGITS_RUN: np.str_(identity_hash(self.identity()))}
+        write_atomic(self._logits_path(t), lambda f: np.savez_compressed(f, **arrays, **whose))
 
     def has_logits(self) -> bool:
         """Whether the run was made with `--save-logits`."""
         return (self.path / _LOGITS).is_dir()
 
-    def saved_logits(self, t: int) -> SavedLogits | None:
-        """The logits saved after request t; None when there are none (no `--save-logits`, or t not served)."""
+    def saved_logits(self, t: int, identity: RunIdentity | None = None) -> SavedLogits | None:
+        """The logits saved after request t; None when there are none (no `--save-logits`, or t not served).
+
+        A file that does not read, or that names another request or run than this one's (a file copied or
+        swapped from elsewhere would silently change the privacy tables), is a `DamagedFileError`. Files saved
+        before they named their request and run are read unchecked (`identity`: the run's, when the caller
+        has it read already).
+        """
         path = self._logits_path(t)
-        if not path.exists():
+        return self._read_logits(t, identity, arrays=True) if path.exists() else None
+
+    def _read_logits(self, t: int, identity: RunIdentity | None, arrays: bool) -> SavedLogits | None:
+        """`saved_logits`'s checks; with `arrays` false, only the file's names and whose it is are read (a check that
+        decompresses no logits), and None is returned."""
+        path, fix = self._logits_path(t), f"delete {self.path} to rerun"
+        try:
+            with np.load(path) as saved:
+                names = set(saved.files)
+                whose = {name: saved[name] for name in (_LOGITS_REQUEST, _LOGITS_RUN) if name in names}
+                logits = {name: saved[name] for name in sorted(names - set(whose))} if arrays else {}
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
+            raise DamagedFileError(f"{path} is not a logits file ({type(error).__name__}); {fix}") from None
+        if not {"method_train", "method_test"} <= names:
+            raise DamagedFileError(f"{path} holds no method logits; {fix}")
+        if _LOGITS_REQUEST in whose and int(whose[_LOGITS_REQUEST]) != t:
+            raise DamagedFileError(f"{path} holds the logits of request {int(whose[_LOGITS_REQUEST])}, not {t}; {fix}")
+        if _LOGITS_RUN in whose:
+            run = identity_hash(identity or self.identity())
+            if str(whose[_LOGITS_RUN]) != run:
+                raise DamagedFileError(f"{path} holds the logits of run {whose[_LOGITS_RUN]}, not {run}; {fix}")
+        if not arrays:
             return None
-        with np.load(path) as saved:
-            return SavedLogits.from_arrays({name: saved[name] for name in saved.files})
+        try:
+            return SavedLogits.from_arrays(logits)
+        except ValueError:  # an array named as no model's logits
+            raise DamagedFileError(
+                f"{path} holds arrays that are not logits ({', '.join(sorted(names))}); {fix}"
+            ) from None
 
     def record_session(self, session: dict) -> None:
         """Append this session (`provenance.session_record`: version, commit, device, method code, start) to
@@ -437,6 +681,35 @@ class RunDirectory:
     def error(self) -> dict | None:
         """error.json (`error`, `traceback`) of a failed suite cell; None when it did not fail (or it is damaged)."""
         return _read_json_object(self.path / _ERROR)
+
+
+def _readable(read) -> bool:
+    """Whether `read()` returns rather than finding its file damaged."""
+    try:
+        read()
+    except DamagedFileError:
+        return False
+    return True
+
+
+def _is_index(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _diverged(rows: list[RequestRecord]) -> bool:
+    return bool(rows) and rows[-1].status == "diverged"
+
+
+def _finished(identity: RunIdentity, rows: list[RequestRecord]) -> bool:
+    """Every request served, or the run stopped where one diverged: what `summary.json` is written for."""
+    return len(rows) >= identity.requests or _diverged(rows)
+
+
+def _has_all_updates(path: Path, requests: int) -> bool:
+    """Whether updates.json records every u_t (a method without trainable weights, or whose layout changed, has
+    no geometry table)."""
+    header = _read_json_object(path / HEADER_FILE) or {}
+    return bool(header.get("d")) and header.get("rows") == list(range(1, requests + 1))
 
 
 def _read_json_object(path: Path) -> dict | None:

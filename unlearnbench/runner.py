@@ -32,7 +32,7 @@ from unlearnbench.data.cache import DatasetCache
 from unlearnbench.data.validation import validation_view
 from unlearnbench.divergence import DivergenceMonitor
 from unlearnbench.evaluation.evaluator import EvalLogits, compute_logits
-from unlearnbench.evaluation.geometry import GeometryRecorder
+from unlearnbench.evaluation.geometry import GeometryRecorder, recompute_geometry
 from unlearnbench.evaluation.keys import GAP_ACC, gap_keys, user_metric_code
 from unlearnbench.evaluation.oracle_mia import ATTACK_KEYS, request_attack, request_phi
 from unlearnbench.evaluation.privacy import RMIA_KEYS, TOW_KEYS, request_privacy
@@ -50,7 +50,7 @@ from unlearnbench.registry import METHODS
 from unlearnbench.rundir import RunDirectory
 from unlearnbench.seeds import attack_seed, derived_seed
 from unlearnbench.step_loss import StepLossLogger
-from unlearnbench.store import ModelSpec, ModelStore, sha256_bytes
+from unlearnbench.store import ModelSpec, ModelStore, model_shapes, sha256_bytes
 from unlearnbench.streams.base import Request, RequestStream, StreamError
 from unlearnbench.training import build_model, check_arch_args, train_from_scratch, train_together, trains_together
 
@@ -216,7 +216,7 @@ class Runner:
             ).state_dict()
 
         model = build_model(self.config.arch, self.dataset, spec.arch_args)
-        model.load_state_dict(self.nodes.get_or_train(self.store, spec, train))
+        model.load_state_dict(self.nodes.get_or_train(self.store, spec, train, model_shapes(model)))
         return model.eval()
 
     def train_models_together(self, specs: list[ModelSpec], keep: np.ndarray, label: str) -> list[dict]:
@@ -347,10 +347,10 @@ class Runner:
             method.to(placed)
 
         _synchronize()
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         method.unlearn(fit)
         _synchronize()
-        rte_s = time.perf_counter() - start
+        rte_s, rte_cpu_s = time.perf_counter() - start, time.process_time() - start_cpu
         for guard in guards:
             guard.after_request(method, view)
         layout, update = parameter_update(before, method)
@@ -358,6 +358,7 @@ class Runner:
         update_norm = float(np.linalg.norm(update.astype(np.float64)))
         return {
             "rte_s": rte_s,
+            "rte_cpu_s": rte_cpu_s,
             "prepare_s": prepare_s,
             "update_norm": update_norm,
             "diverged": diverged,
@@ -513,6 +514,11 @@ class Runner:
         config, run_dir = self.config, self.run_dir
         run_dir.initialize(self.identity, self.stream.manifest(), self.train_labels, self.test_labels)
         rows = run_dir.rows()
+        # A damaged file the rerun rebuilds is rebuilt (manifest and labels above, the derived files as the run goes
+        # on or finishes); any other is refused before anything is written.
+        for damage in run_dir.damages(self.identity, rows):
+            if not damage.rebuilt:
+                raise damage.error
         self.current_request = len(rows) + 1
         self.method_code = method_code(type(self.method), [*map(type, self.guards), *user_metric_code()])
         self.method_code_change = method_code_change(run_dir.recorded_method_code(), self.method_code) if rows else None
@@ -594,7 +600,7 @@ class Runner:
             diverged_at=rows[-1].t if _diverged(rows) else None,
         )
         if already_complete:  # rewritten only where it disagrees with metrics.jsonl: a finished run stays as it is
-            self.run_dir.repair_derived(rows, summary)
+            self.run_dir.repair_derived(rows, summary, recompute_geometry)
         else:
             self.run_dir.write_summary(summary)
         self.run_logger.finish()

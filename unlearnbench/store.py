@@ -6,7 +6,9 @@ so every method on the same stream and seed shares the same oracles and a second
 none. Writes are atomic (weights first, then the metadata that names their key and sha256); a
 reader verifies both, so the files of another entry copied over this one's are not taken for it,
 and loads with `weights_only=True`, so a truncated, edited, misplaced or malicious file (or
-metadata that is not a JSON object of UTF-8 text) is retrained, never trusted. A model with a
+metadata that is not a JSON object of UTF-8 text), an entry whose tensors are not the shapes of the
+model it is loaded into (an arch changed under the same name) and a folder in an entry's place are
+retrained, with one warning line, never trusted or fatal. A model with a
 non-finite weight is never stored: training that diverged is an error naming the recipe. A
 per-entry file lock makes parallel processes train each model once.
 
@@ -20,7 +22,9 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import logging
 import pickle
+import shutil
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -32,6 +36,10 @@ from filelock import FileLock
 
 from unlearnbench.errors import ConfigError
 from unlearnbench.io import write_atomic, write_json_atomic
+
+#: A state dict's tensor names -> shapes: what an entry must hold to load into a model.
+Shapes = dict[str, tuple[int, ...]]
+_log = logging.getLogger(__name__)
 
 
 class TrainingDivergedError(ConfigError):
@@ -88,28 +96,38 @@ class ModelStore:
     def _paths(self, key: str) -> tuple[Path, Path, Path]:
         return self.root / f"{key}.pt", self.root / f"{key}.json", self.root / f"{key}.lock"
 
-    def load(self, spec: ModelSpec) -> dict[str, torch.Tensor] | None:
-        """The entry's state dict if present, written for this key, its sha256 matching and its weights finite;
-        None otherwise (the caller retrains it)."""
+    def load(self, spec: ModelSpec, shapes: Shapes | None = None) -> dict[str, torch.Tensor] | None:
+        """The entry's state dict if present, written for this key, its sha256 matching, its weights finite and, with
+        `shapes`, its tensors those of the model it is loaded into; None otherwise (the caller retrains it)."""
+        return self._read(spec, shapes)[0]
+
+    def _read(self, spec: ModelSpec, shapes: Shapes | None) -> tuple[dict[str, torch.Tensor] | None, str | None]:
+        """`load`'s state, or None and why the entry there is unusable (None when there is no entry)."""
         key = spec.key()
         weights, meta, _ = self._paths(key)
         if not (weights.exists() and meta.exists()):
-            return None
+            return None, None
         try:
             metadata = json.loads(meta.read_bytes().decode("utf-8"))
+            data = weights.read_bytes()
+        except OSError as error:  # a folder in an entry's place, an unreadable file
+            return None, f"unreadable ({error.strerror})"
         except ValueError:  # not UTF-8 (UnicodeDecodeError) or not JSON
-            return None
+            return None, "its metadata is not JSON"
         if not isinstance(metadata, dict) or metadata.get("key") != key:
-            return None  # damaged, written before keys were recorded, or another entry's files copied here
-        data = weights.read_bytes()
+            return None, "its metadata names another entry"  # damaged, from before keys were recorded, or copied
         if sha256_bytes(data) != metadata.get("sha256"):
-            return None
+            return None, "its weights do not match their sha256"
         try:
             state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-        except (pickle.UnpicklingError, RuntimeError):
+        except (pickle.UnpicklingError, RuntimeError, EOFError):
             # Not plain tensors (e.g. a pickle that would run code): never trusted, rebuilt instead.
-            return None
-        return state if isinstance(state, dict) and _finite(state) else None
+            return None, "its weights are not a weights-only checkpoint"
+        if not (isinstance(state, dict) and _finite(state)):
+            return None, "its weights are not a finite state dict"
+        if shapes is not None and _shapes(state) != shapes:
+            return None, "its tensors are not the shapes of the model (the arch changed?)"
+        return state, None
 
     def _scores_path(self, key: str) -> Path:
         return self.root / "single_shot" / f"{key}.json"
@@ -127,16 +145,23 @@ class ModelStore:
     def save_scores(self, key: str, scores: dict) -> None:
         write_json_atomic(self._scores_path(key), {"key": key, "scores": scores})
 
-    def get_or_train(self, spec: ModelSpec, train: Callable[[], dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-        """Load the entry, or train it (once across processes) and store it atomically."""
-        return self.get_or_train_together([spec], lambda missing: [train()])[0]
+    def get_or_train(
+        self, spec: ModelSpec, train: Callable[[], dict[str, torch.Tensor]], shapes: Shapes | None = None
+    ) -> dict[str, torch.Tensor]:
+        """Load the entry, or train it (once across processes) and store it atomically. An entry there that cannot
+        be used (`load`; `shapes`: the tensors of the model it is loaded into) is retrained in its place, with one
+        warning line naming it and why."""
+        return self.get_or_train_together([spec], lambda missing: [train()], shapes)[0]
 
     def get_or_train_together(
-        self, specs: list[ModelSpec], train: Callable[[list[ModelSpec]], list[dict[str, torch.Tensor]]]
+        self,
+        specs: list[ModelSpec],
+        train: Callable[[list[ModelSpec]], list[dict[str, torch.Tensor]]],
+        shapes: Shapes | None = None,
     ) -> list[dict[str, torch.Tensor]]:
-        """Load the entries, the missing ones trained by one call `train(missing specs)` (once across processes: under
-        their locks, taken in key order) and stored atomically, each as `get_or_train` stores one."""
-        states = [self.load(spec) for spec in specs]
+        """Load the entries, the missing or unusable ones trained by one call `train(missing specs)` (once across
+        processes: under their locks, taken in key order) and stored atomically, each as `get_or_train` stores one."""
+        states = [self.load(spec, shapes) for spec in specs]
         missing = [spec for spec, state in zip(specs, states, strict=True) if state is None]
         if not missing:
             return states
@@ -144,12 +169,25 @@ class ModelStore:
         with ExitStack() as locks:
             for spec in sorted(missing, key=ModelSpec.key):
                 locks.enter_context(FileLock(self._paths(spec.key())[2]))
-            still = [spec for spec in missing if self.load(spec) is None]
+            read = {spec.key(): self._read(spec, shapes) for spec in missing}  # another process may have trained it
+            still = [spec for spec in missing if read[spec.key()][0] is None]
+            for spec in still:
+                self._clear_unusable(spec, read[spec.key()][1])
             trained = dict(zip([spec.key() for spec in still], train(still) if still else [], strict=True))
             for spec in still:
                 trained[spec.key()] = self._save(spec, trained[spec.key()])
-            return [state if state is not None else trained.get(spec.key()) or self.load(spec)
+            return [state if state is not None else trained.get(spec.key()) or read[spec.key()][0]
                     for spec, state in zip(specs, states, strict=True)]  # fmt: skip
+
+    def _clear_unusable(self, spec: ModelSpec, problem: str | None) -> None:
+        """Make room for retraining an entry that cannot be used: one warning line naming it and why, and a folder
+        in a file's place (the store's name, so the store's to replace) removed."""
+        weights, meta, _ = self._paths(spec.key())
+        if problem is not None:
+            _log.warning(f"model store entry {weights} is unusable: {problem}; retraining it")
+        for path in (weights, meta):
+            if path.is_dir():
+                shutil.rmtree(path)
 
     def _save(self, spec: ModelSpec, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Store a freshly trained entry (its key's lock held); refused, with the fix, when it diverged."""
@@ -178,6 +216,15 @@ class ModelStore:
         )
         self.trained += 1
         return state
+
+
+def _shapes(state: dict) -> Shapes:
+    return {name: tuple(tensor.shape) for name, tensor in state.items() if isinstance(tensor, torch.Tensor)}
+
+
+def model_shapes(model: torch.nn.Module) -> Shapes:
+    """The tensor shapes an entry must have to load into `model` (`get_or_train`'s `shapes`)."""
+    return _shapes(model.state_dict())
 
 
 def _finite(state: dict) -> bool:

@@ -47,7 +47,9 @@ What a cell shows, per method, over the seeds whose run finished:
   F_s at t (`bwd_fail_vs_oracle`); the oracle row shows its own values;
 - remem: re-memorization events, the pairs s < t where history[t][s] − history[s][s] exceeds 10
   points (`summary.json`'s `rememorization_events`);
-- rte_s: wall seconds of unlearning summed over the T requests;
+- rte_s, rte_cpu_s: wall and CPU seconds of unlearning summed over the T requests; time is ranked by the CPU
+  seconds, which a loaded machine does not stretch as it does the wall seconds (runs made before they were
+  recorded show "—");
 - `mean ± std` over seeds (std: sample standard deviation, ddof=1; none with one seed) and `n`, the
   number of runs averaged: the seeds, times the unlearning chains of each (a suite's `unlearn_seeds:
   K`, runs that differ only in unlearn seed, share their row).
@@ -66,10 +68,13 @@ method is not "best" at anything, whatever its numbers). single_acc, fwd_fail, f
 remem are not marked: a method that forgets nothing (finetune) has none of either failure, so no
 value there is better by itself. A run that is not finished (no `summary.json`), that
 diverged (`"status": "diverged"`) or that failed in a suite (`error.json`) is never dropped: its row
-says so in the status column and its numbers are left out of the means. Neither is a damaged run
-(a `metrics.jsonl` line that is torn or repeats a request, a `config.yaml` edited after the run so
-that it no longer matches its folder's hash, a missing `manifest.json`): its row names the damage,
-and a run whose `config.yaml` cannot be read at all is listed, with its problem, under provenance.
+says so in the status column and its numbers are left out of the means. Neither is a damaged run,
+one with any file that is not what the run wrote (`RunDirectory.damages`: a `metrics.jsonl` line
+that is torn or repeats a request, a `config.yaml` edited after the run so that it no longer
+matches its folder's hash, a missing `manifest.json`, a `history.csv` or `summary.json` that
+disagrees with `metrics.jsonl`, a logits file of another request or run, ...): its row names the
+first damaged file, and a run whose `config.yaml` is missing or cannot be read at all is listed,
+with its problem, under provenance.
 Run directories behind symbolic links are followed.
 
 Outputs in `--out` (default RUNS_DIR/leaderboard): `leaderboard.md`, `leaderboard.csv`,
@@ -189,7 +194,15 @@ STREAM_COLUMNS: tuple[Column, ...] = (
         "re-memorization: pairs (t, s) where history[t][s] − history[s][s] exceeds 10 points (shown when computed)",
         ranked=False,
     ),
-    Column("rte_s", "rte_s", False, False, "wall seconds of unlearning, summed over the T requests"),
+    Column(
+        "rte_s",
+        "rte_s",
+        False,
+        False,
+        "wall seconds of unlearning, summed over the T requests (not ranked: a loaded machine stretches it)",
+        ranked=False,
+    ),
+    Column("rte_cpu_s", "rte_cpu_s", False, False, "CPU seconds of unlearning, summed over the T requests"),
 )
 
 
@@ -311,8 +324,9 @@ class RunRecord:
         values["mia_validity_ns"] = _not_significant(last)
         values["mia_advantage_ns"] = _inside_null(last)
         values["rememorization_events"] = summary.get("rememorization_events")
-        times = [row.method.get("rte_s") for row in rows]
-        values["rte_s"] = float(sum(times)) if all(v is not None for v in times) else None
+        for key in ("rte_s", "rte_cpu_s"):  # runs made before CPU time was recorded have none: "—"
+            times = [row.method.get(key) for row in rows]
+            values[key] = float(sum(times)) if all(v is not None for v in times) else None
         return values
 
     def oracle_values(self) -> dict[str, float | None] | None:
@@ -336,7 +350,7 @@ class RunRecord:
         values["gap"] = values["mean_gap"] = values["gap_acc"] = values["mean_gap_acc"] = 0.0
         values["mia_validity_ns"] = _not_significant(last)
         values["mia_advantage_ns"] = _inside_null(last)
-        values["rte_s"] = None
+        values["rte_s"] = values["rte_cpu_s"] = None
         return values
 
     def original_values(self) -> dict[str, float | None] | None:
@@ -371,7 +385,8 @@ def _inside_null(scores: dict) -> bool:
 
 
 def read_run(path: Path) -> RunRecord:
-    """A run directory as read from disk; whatever makes it untrustworthy is its `problem`."""
+    """A run directory as read from disk; whatever makes it untrustworthy is its `problem`: the first of its files
+    that is not what the run wrote (`RunDirectory.damages`), so one damaged file makes one damaged run."""
     run_dir = RunDirectory(path)
     problem = None
     try:
@@ -383,6 +398,9 @@ def read_run(path: Path) -> RunRecord:
         rows = run_dir.rows()
     except (OSError, DamagedFileError) as error:
         problem = problem or run_dir.problem_of(error)
+    if problem is None:
+        damages = run_dir.damages(identity, rows)
+        problem = run_dir.problem_of(damages[0].error) if damages else None
     return RunRecord(
         path=path,
         identity=identity,
@@ -391,10 +409,19 @@ def read_run(path: Path) -> RunRecord:
         error=run_dir.error(),
         provenance=run_dir.provenance(),
         method_code=run_dir.recorded_method_code(),
-        history=run_dir.history(),
-        geometry=run_dir.geometry(),
-        problem=problem or run_dir.damage(identity),  # `problem` is set where `identity` is None
+        history=_derived(run_dir.history, None),
+        geometry=_derived(run_dir.geometry, []),
+        problem=problem,
     )
+
+
+def _derived(read, damaged):
+    """A derived file's content, or `damaged` where it is not readable: it is checked (and the run listed as
+    damaged) only once the run is finished, and an unfinished run's resume rebuilds it."""
+    try:
+        return read()
+    except DamagedFileError:
+        return damaged
 
 
 def collect_runs(runs_dirs: Path | Sequence[Path]) -> list[RunRecord]:
@@ -580,18 +607,19 @@ def _variant_name(identity: RunIdentity) -> str:
 
 
 def _variant_labels(first_runs: dict[tuple[str, str], RunRecord]) -> dict[tuple[str, str], str]:
-    """Row labels: the name alone where it is unique in the table, else the name and what sets the variant apart.
+    """Row labels: the name and every hyperparameter that departs from the method's defaults, alone in its table or
+    not (`salun (batches=mixed)`: a row labelled plain `salun` is the method as it ships), and where the name has
+    several variants, what else sets each apart.
 
-    What sets it apart: the method arguments that differ from the method's defaults (as the run
-    directory records them, `RunRecord.method_defaults`; where it does not, a run from before they
-    were recorded, those that differ among the variants), then every other setting whose value
-    differs among them (`rl (lr=0.1, epochs=3)`, `salun (precision=16-mixed)`). Two variants no such
-    text tells apart keep their identity hash.
+    The defaults are those the run directory records (`RunRecord.method_defaults`), so a label never depends on
+    today's code; for a run from before they were recorded, the hyperparameters that differ among the variants
+    are named. Then every other setting whose value differs among the variants (`rl (lr=0.1, epochs=3)`,
+    `salun (precision=16-mixed)`). Two variants no such text tells apart keep their identity hash.
     """
     labels = {}
     for (name, digest), run in first_runs.items():
         siblings = [other.identity.to_json() for (other_name, _), other in first_runs.items() if other_name == name]
-        parts = _differences(run.identity.to_json(), siblings, run.method_defaults) if len(siblings) > 1 else []
+        parts = _differences(run.identity.to_json(), siblings, run.method_defaults)
         labels[(name, digest)] = f"{name} ({', '.join(parts)})" if parts else name
     counts = list(labels.values())
     return {key: label if counts.count(label) == 1 else f"{label} [{key[1]}]" for key, label in labels.items()}
@@ -825,8 +853,8 @@ INTRO = (
     "retain = train minus F_T), `fwd_fail_mean` its mean over the scheduled requests t >= 2; "
     "`drift` = forget_acc at T − at 1; "
     "`bwd_fail` = max over s < t of history[t][s] − history[s][s]; `remem` = re-memorization events, "
-    "pairs s < t with history[t][s] − history[s][s] > 10 points; `rte_s` = unlearning seconds summed "
-    "over the stream. The *original (pretrained)* row is the model before any request, scored on request T's sets: "
+    "pairs s < t with history[t][s] − history[s][s] > 10 points; `rte_s` / `rte_cpu_s` = unlearning wall / CPU "
+    "seconds summed over the stream (time is ranked by CPU seconds). The *original (pretrained)* row is the model before any request, scored on request T's sets: "
     "what unlearning has to close (a method no nearer the oracle than it removed nothing). "
     "Arrows: ↑/↓ better; →oracle: the target is the oracle's value (the top row). "
     "Each table opens with its headline columns; every column, with each row's status, follows under "
