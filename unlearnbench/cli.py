@@ -11,6 +11,7 @@ it) is 2, a SIGINT/SIGTERM (`Interrupted`) 128 + the signal, a failed write 1, d
 
 from __future__ import annotations
 
+import signal
 import sys
 import warnings
 from dataclasses import asdict, fields, is_dataclass
@@ -22,7 +23,7 @@ from jsonargparse import ActionConfigFile, ArgumentParser
 from jsonargparse import ArgumentError as JsonArgumentError
 
 from unlearnbench.errors import ConfigError
-from unlearnbench.interrupt import Interrupted, interruptible
+from unlearnbench.interrupt import Interrupted, exit_process, ignore_late_signals, interruptible
 from unlearnbench.parsers import command_parser
 
 if TYPE_CHECKING:  # the CLI imports the package lazily, so that `--help` and `list` stay instant
@@ -485,7 +486,23 @@ USAGE = """usage: unlearnbench {run,list,suite,leaderboard,tune} [options]
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """The command `argv`'s exit code. Without `argv` this is the process (the console script, `python -m`):
+    it reads `sys.argv` and, after a signal, leaves at once with the signal's code (`interrupt.exit_process`)."""
+    if argv is None:
+        ignore_late_signals()
+        code = _command(sys.argv[1:])
+        if code in INTERRUPTED_CODES:
+            exit_process(code)
+        return code
+    return _command(argv)
+
+
+#: A run stopped by SIGINT or SIGTERM exits 128 + the signal.
+INTERRUPTED_CODES = (128 + signal.SIGINT, 128 + signal.SIGTERM)
+
+
+def _command(argv: list[str]) -> int:
+    argv = list(argv)
     # Deprecation notices of the libraries (Lightning, timm, torch) say nothing about the user's run.
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     warnings.filterwarnings("ignore", category=FutureWarning)

@@ -56,6 +56,7 @@ from unlearnbench.data.validation import VALIDATION_FRACTION
 from unlearnbench.evaluation.keys import GAP, gap_keys
 from unlearnbench.evaluation.scoring import avg_gap
 from unlearnbench.hparams import hparams_path
+from unlearnbench.interrupt import raise_if_interrupted
 from unlearnbench.io import write_text_atomic
 from unlearnbench.methods.base import method_arguments
 from unlearnbench.records import RequestRecord
@@ -375,6 +376,7 @@ def tune(spec: TuneSpec, reporter: Reporter, datasets=None) -> Path:
     progress = TuneProgress(reporter, spec)
     with progress:
         while True:
+            raise_if_interrupted()  # a safe point between trials, and while the last ones run elsewhere
             optuna.storages.fail_stale_trials(study)  # a killed worker's trial, once its heartbeat is stale
             fail_unstarted_trials(study, grace_s=max(2 * spec.heartbeat, UNSTARTED_GRACE_S))
             trials = study.get_trials(deepcopy=False)
