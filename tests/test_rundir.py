@@ -209,3 +209,14 @@ def test_geometry_is_empty_until_written(tmp_path):
     assert run_dir.geometry() == []
     (tmp_path / "geometry.csv").write_text("t,update_norm,r90_all\n1,0.5,\n")
     assert run_dir.geometry() == [{"t": 1, "update_norm": 0.5, "r90_all": None}]
+
+
+def test_each_session_records_the_versions_of_the_libraries_its_numbers_depend_on(tmp_path):
+    from importlib.metadata import version
+
+    run_dir = RunDirectory(tmp_path)
+    run_dir.record_session(1)
+    versions = run_dir.provenance()["sessions"][0]["versions"]
+    for name in ("torch", "lightning", "torchmetrics", "numpy", "scikit-learn", "optuna", "timm"):
+        assert versions[name] == version(name)
+    assert versions["python"].count(".") == 2

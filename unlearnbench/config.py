@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 from unlearnbench.data.cache import check_dataset_args
+from unlearnbench.early_checks import SEED_PARTS, check_run_numbers, is_int, is_number
 from unlearnbench.errors import ConfigError, DamagedFileError
 from unlearnbench.hparams import marker
 from unlearnbench.methods.base import check_method_arguments, flat_arguments, method_arguments
@@ -57,7 +58,7 @@ class Hardware:
             raise ConfigError(
                 f"devices must be a count >= 1, -1 (all), auto, or a list of device ids such as 0,1; got {self.devices!r}"
             )
-        if not _is_int(self.num_nodes) or self.num_nodes < 1:
+        if not is_int(self.num_nodes) or self.num_nodes < 1:
             raise ConfigError(f"num_nodes must be a whole number >= 1, got {self.num_nodes!r}")
 
     def check_available(self) -> None:
@@ -77,7 +78,7 @@ class Hardware:
                 f"accelerator {self.accelerator!r} is not available on this machine (no such device is visible); "
                 "use --accelerator cpu, or auto to take what there is"
             )
-        if self.accelerator in ("gpu", "cuda") and CUDAAccelerator.is_available() and _is_int(self.devices):
+        if self.accelerator in ("gpu", "cuda") and CUDAAccelerator.is_available() and is_int(self.devices):
             visible = CUDAAccelerator.auto_device_count()
             if int(self.devices) > visible:
                 raise ConfigError(f"devices {self.devices} asks for more GPUs than the {visible} visible here")
@@ -197,27 +198,7 @@ class RunConfig:
         first fit starts; a NaN learning rate trains a NaN model (and, since NaN != NaN, the run
         then refuses its own folder). All of these are refused here, before any data is loaded.
         """
-        if not _is_int(self.requests):
-            raise ConfigError(f"requests must be a whole number, got {self.requests!r}")
-        if self.requests < 1:
-            raise ConfigError(f"requests must be >= 1, got {self.requests!r}")
-        if not _is_int(self.oracle_every) or self.oracle_every < 1:
-            raise ConfigError(f"oracle_every must be a whole number >= 1 (1: every request), got {self.oracle_every!r}")
-        if self.single_shot_every is not None and (not _is_int(self.single_shot_every) or self.single_shot_every < 0):
-            raise ConfigError(
-                f"single_shot_every must be a whole number >= 0 (0: none), got {self.single_shot_every!r}"
-            )
-        for name in ("seed", *SEED_PARTS):
-            value = getattr(self, name)
-            if (value is not None or name == "seed") and (not _is_int(value) or value < 0):
-                raise ConfigError(f"{name} must be a whole number >= 0, got {value!r}")
-        if not _is_int(self.oracle_seeds) or self.oracle_seeds < 1:
-            raise ConfigError(f"oracle_seeds must be a whole number >= 1, got {self.oracle_seeds!r}")
-        if self.size is not None and not (_is_number(self.size) and math.isfinite(self.size) and self.size > 0):
-            raise ConfigError(f"size must be a finite number > 0, got {self.size!r}")
-        for name in ("download", "save_logits"):
-            if not isinstance(getattr(self, name), bool):
-                raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        check_run_numbers({f.name: getattr(self, f.name) for f in fields(self)})
         method = METHODS.get(self.method)
         defaults = {name: p.default for name, p in flat_parameters(method).items()}
         check_numbers(flat_arguments(method, self.method_args), defaults, f"method {self.method!r} argument")
@@ -353,9 +334,6 @@ class RunConfig:
 #: `--single-shot-baseline`: which counterfactuals the forward-failure gain is measured against
 SINGLE_SHOT_BASELINES = ("single_task", "cumulative", "both")
 
-#: The parts of `seed` a run may set apart (`--train-seed`, `--unlearn-seed`, `--stream-seed`).
-SEED_PARTS = ("train_seed", "unlearn_seed", "stream_seed")
-
 
 def check_writable_directory(path: Path) -> None:
     """`path` is, or can be created as, a directory we may write into."""
@@ -373,14 +351,6 @@ def scheduled(t: int, requests: int, every: int) -> bool:
     return t % every == 0 or t == requests
 
 
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
 def _numeric(text: str) -> bool:
     try:
         float(text)
@@ -391,10 +361,10 @@ def _numeric(text: str) -> bool:
 
 def _valid_devices(devices: object) -> bool:
     """What Lightning's `devices=` accepts: a count >= 1, -1 (every device), "auto", or device ids ("0,1")."""
-    if _is_int(devices):
+    if is_int(devices):
         return devices >= 1 or devices == -1
     if isinstance(devices, list):  # a suite's `devices: [0, 1]`
-        return bool(devices) and all(_is_int(d) and d >= 0 for d in devices)
+        return bool(devices) and all(is_int(d) and d >= 0 for d in devices)
     if not isinstance(devices, str):
         return False
     text = devices.strip()
@@ -418,9 +388,9 @@ def check_numbers(values: dict, defaults: dict, what: str) -> None:
         if isinstance(default, bool):
             expected, ok = "true or false", isinstance(value, bool)
         elif isinstance(default, int):
-            expected, ok = "a whole number", _is_int(value)
+            expected, ok = "a whole number", is_int(value)
         elif isinstance(default, float):
-            expected, ok = "a number", _is_number(value)
+            expected, ok = "a number", is_number(value)
         else:
             continue
         if not ok:

@@ -53,6 +53,7 @@ from unlearnbench import __version__
 from unlearnbench.config import ConfigError, Hardware, RunConfig
 from unlearnbench.console import Reporter
 from unlearnbench.data.validation import VALIDATION_FRACTION
+from unlearnbench.early_checks import check_data_dir
 from unlearnbench.evaluation.keys import GAP, gap_keys
 from unlearnbench.evaluation.scoring import avg_gap
 from unlearnbench.hparams import hparams_path
@@ -146,6 +147,7 @@ class TuneSpec:
             raise ConfigError(
                 f"unknown recipe key(s) {', '.join(unknown)}; valid: {', '.join(f.name for f in fields(Recipe))}"
             )
+        check_data_dir(self.data_dir, download=False)
         for seed in self.tune_seeds:
             self.run_config(seed, {}).validate()  # names, output folders
         known = getattr(DATASETS.get(self.dataset), "known_size", None)
