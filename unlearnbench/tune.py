@@ -316,7 +316,7 @@ def open_study(spec: TuneSpec):
             spec.storage_url,
             heartbeat_interval=spec.heartbeat,
             grace_period=2 * spec.heartbeat,
-            failed_trial_callback=optuna.storages.RetryFailedTrialCallback(max_retry=3),
+            heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=3),
         )
     if spec.sampler == "nsga2":
         sampler = optuna.samplers.NSGAIISampler(
