@@ -455,3 +455,35 @@ def test_dataset_and_arch_arguments_reach_every_trial_and_name_their_own_study(t
     with pytest.raises(SystemExit) as exit_info:
         main(["tune", "--method", "ga", "--dataset_args", '{"train_sise": 10}', "--out", str(tmp_path / "o")])
     assert exit_info.value.code == 2 and not (tmp_path / "o").exists()
+
+
+def test_a_question_mark_in_out_keeps_the_study_database_inside_the_folder(tmp_path):
+    """`?` (or `#`) in a folder's name started the SQLite URL's query: the database landed in the parent folder,
+    shared by every study whose folder begins the same way."""
+    from unlearnbench.tune import TuneSpec, open_study
+
+    for name in ("a?b", "c#d", "e%3Ff"):
+        out = tmp_path / name
+        open_study(TuneSpec(method="finetune", out=out, trials=2))
+        assert (out / "studies.db").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a?b", "c#d", "e%3Ff"]
+
+
+@pytest.mark.parametrize("damage", ["garbage", "folder", "unreachable"])
+def test_a_study_database_that_cannot_be_opened_is_one_line(damage, tmp_path, capsys):
+    out = tmp_path / "tuned"
+    out.mkdir()
+    argv = ["tune", "--method", "finetune", "--trials", "1", "--out", str(out), "--quiet"]
+    if damage == "garbage":
+        (out / "studies.db").write_bytes(b"this is not a database" * 100)
+    elif damage == "folder":
+        (out / "studies.db").mkdir()
+    else:
+        argv += ["--storage", f"sqlite:///{tmp_path / 'missing' / 'folder' / 'studies.db'}"]
+    try:
+        code = main(argv)
+    except SystemExit as exit_info:
+        code = exit_info.code
+    err = capsys.readouterr().err
+    assert code == (1 if damage == "unreachable" else 2), err
+    assert err.count("\n") == 1 and err.startswith("unlearnbench: error: ") and "Traceback" not in err, err

@@ -50,7 +50,7 @@ import yaml
 from filelock import FileLock
 
 from unlearnbench import __version__
-from unlearnbench.config import ConfigError, Hardware, RunConfig
+from unlearnbench.config import ConfigError, DamagedFileError, Hardware, RunConfig
 from unlearnbench.console import Reporter
 from unlearnbench.data.validation import VALIDATION_FRACTION
 from unlearnbench.early_checks import check_data_dir
@@ -161,7 +161,13 @@ class TuneSpec:
 
     @property
     def storage_url(self) -> str:
-        return self.storage or f"sqlite:///{(self.out / 'studies.db').resolve()}"
+        """`--storage`, else the SQLite file in the tune directory, its path escaped: a `?` or `#` in a folder's name
+        would otherwise start the URL's query, and the database would land outside the folder (shared with others)."""
+        if self.storage:
+            return self.storage
+        from sqlalchemy.engine import URL
+
+        return URL.create("sqlite", database=str((self.out / "studies.db").resolve())).render_as_string(False)
 
     def recipe_epochs(self) -> int:
         return replace(Recipe.for_setting(self.dataset, self.arch), **self.recipe).epochs
@@ -309,6 +315,27 @@ def open_study(spec: TuneSpec):
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     spec.out.mkdir(parents=True, exist_ok=True)
+    if spec.storage is None and (spec.out / "studies.db").is_dir():
+        raise ConfigError(f"{spec.out / 'studies.db'} is a folder, not a study database; move it away")
+    try:
+        return _open_study(spec, optuna)
+    except sqlalchemy_errors().DatabaseError as error:
+        if "not a database" not in str(error):
+            raise
+        raise DamagedFileError(
+            f"{redacted(spec.storage_url)} is not a study database (damaged or another file); move it away to start "
+            "the study anew"
+        ) from None
+
+
+def sqlalchemy_errors():
+    """`sqlalchemy.exc` (Optuna's storage raises its errors), imported where a study is opened."""
+    from sqlalchemy import exc
+
+    return exc
+
+
+def _open_study(spec: TuneSpec, optuna):
     # Two workers opening a new SQLite study at once both create its schema, and one fails on
     # `UNIQUE constraint failed: alembic_version` (seen in CI): the first opening is serialized.
     with FileLock(spec.out / "studies.lock"):
@@ -668,5 +695,12 @@ def tune_command(argv: list[str]) -> int:
             tune(spec, reporter, datasets)
         except (RuntimeError, OSError) as error:  # no trial completed; storage or disk errors
             print(f"unlearnbench: error: {spec.method}: {error}", file=sys.stderr)
+            return 1
+        except sqlalchemy_errors().SQLAlchemyError as error:  # a read-only, locked or unreachable database
+            reason = " ".join(str(getattr(error, "orig", None) or error).split())[:300]
+            print(
+                f"unlearnbench: error: {spec.method}: study database {redacted(spec.storage_url)}: {reason}",
+                file=sys.stderr,
+            )
             return 1
     return 0
