@@ -173,6 +173,7 @@ EARLY_REFUSALS = [
     (["--method", "ga", "--stream", "sideways"], "unknown stream 'sideways'"),
     (["--method", "ga", "--dataset", "mnist9"], "unknown dataset 'mnist9'"),
     (["--method", "ga", "--arch", "vgg99"], "unknown arch 'vgg99'; choose one of: "),
+    (["--method", "ga", "--arch", "timm:x/../.."], "arch name 'timm:x/../..' holds a path separator"),
     (["--method", "ga", "--logger", "paper"], "unknown logger 'paper'"),
     (["--method", "ga", "--guard", "wall"], "unknown guard 'wall'"),
     (["--method", "ga", "--requests", "0"], "requests must be >= 1, got 0"),

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 from unlearnbench.data.cache import check_dataset_args
-from unlearnbench.early_checks import SEED_PARTS, check_run_numbers, is_int, is_number
+from unlearnbench.early_checks import SEED_PARTS, check_folder_part, check_run_numbers, is_int, is_number
 from unlearnbench.errors import ConfigError, DamagedFileError
 from unlearnbench.hparams import marker
 from unlearnbench.methods.base import check_method_arguments, flat_arguments, method_arguments
@@ -145,6 +145,7 @@ class RunConfig:
             (DATASETS, self.dataset),
             (ARCHS, self.arch),
         ):
+            check_folder_part(registry.kind, name)
             try:
                 registry.get(name)  # plain names, and open families such as timm:<model>
             except UnknownNameError as error:
@@ -186,6 +187,7 @@ class RunConfig:
         self.hardware.validate()
         for path in (self.out, self.store, self.run_dir):
             if path is not None:
+                check_path_length(path)
                 check_writable_directory(path)
 
     def _validate_numbers(self) -> None:
@@ -296,11 +298,15 @@ class RunConfig:
         tags = "".join(
             f"-{tag}" for tag, used in (("tuned", self.hparams), ("validation", self.split != "test")) if used
         )
-        name = f"{'+'.join([self.method, *self.guards])}{tags}-{self.stream}-{self.dataset}-{self.arch}-T{self.requests}-seed{self.seed}-{identity_hash(identity)}"
+        digest = identity_hash(identity)
+        name = f"{'+'.join([self.method, *self.guards])}{tags}-{self.stream}-{self.dataset}-{self.arch}-T{self.requests}-seed{self.seed}-{digest}"
+        if len(name.encode()) > NAME_MAX:  # cut before its hash, which still tells runs apart; shorter names stay
+            name = name.encode()[: NAME_MAX - len(digest) - 1].decode(errors="ignore") + f"-{digest}"
         return self.out / name
 
     def _validate_guards(self) -> None:
         for name in self.guards:
+            check_folder_part("guard", name)
             if name not in GUARDS:
                 raise ConfigError(f"unknown guard {name!r}; choose one of: {', '.join(GUARDS.names())}")
         if len(set(self.guards)) != len(self.guards):
@@ -333,6 +339,28 @@ class RunConfig:
 
 #: `--single-shot-baseline`: which counterfactuals the forward-failure gain is measured against
 SINGLE_SHOT_BASELINES = ("single_task", "cumulative", "both")
+
+
+#: The longest file or folder name (bytes) and the longest path the usual file systems (ext4, xfs, APFS) take.
+NAME_MAX, PATH_MAX = 255, 4096
+#: Room left in a path for what goes inside an output folder: a run directory's name and its longest file's.
+INSIDE_AN_OUTPUT_FOLDER = NAME_MAX + 64
+
+
+def check_path_length(path: Path) -> None:
+    """`path` and what will be written inside it fit the file system's limits (else `File name too long` mid-run)."""
+    long_parts = [part for part in path.parts if len(part.encode()) > NAME_MAX]
+    if long_parts:
+        raise ConfigError(
+            f"the folder name {long_parts[0][:40]}... is {len(long_parts[0].encode())} bytes long, more than the "
+            f"{NAME_MAX} a file system allows; choose a shorter one"
+        )
+    length = len(str(path.resolve()).encode()) + INSIDE_AN_OUTPUT_FOLDER
+    if length > PATH_MAX:
+        raise ConfigError(
+            f"{str(path)[:60]}... is too deep: the files written inside it would have paths of up to {length} bytes, "
+            f"more than the {PATH_MAX} a file system allows; choose a shorter folder"
+        )
 
 
 def check_writable_directory(path: Path) -> None:

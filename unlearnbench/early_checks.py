@@ -76,6 +76,13 @@ def check_data_dir(data_dir: str | Path | None, download: bool) -> None:
     )
 
 
+def check_folder_part(kind: str, name: str) -> None:
+    """A registered name becomes part of a run directory's name: one with a path separator (a plugin's entry point
+    named `a/b`, `timm:x/../..`) would put the run directory elsewhere than in `--out`."""
+    if any(separator in name for separator in ("/", "\\", "\0")):
+        raise ConfigError(f"{kind} name {name!r} holds a path separator; a run directory is named by it")
+
+
 def check_names(values: Mapping[str, object]) -> None:
     """Each registered name among `values` (`NAMED_OPTIONS`) is a built-in, an installed plugin or a name of an open
     family (`timm:<model>`, whose model is checked when the arch is built); read from source, nothing imported."""
@@ -88,6 +95,7 @@ def check_names(values: Mapping[str, object]) -> None:
         known: registry.Registry = getattr(registry, attribute)
         if not isinstance(name, str):
             raise ConfigError(f"{option} must be a name, got {name!r}")
+        check_folder_part(known.kind, name)
         family, colon, _ = name.partition(":")
         if name in known.catalog() or (colon and family in known.families()):
             continue
