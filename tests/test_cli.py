@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from yaml import safe_dump as yaml_dump
 
 from tests.conftest import FAST_RECIPE, tiny_config
 from unlearnbench.cli import main
@@ -271,3 +272,41 @@ def test_a_data_dir_that_does_not_exist_is_refused_by_tune_and_by_a_suite_that_r
         assert exit_info.value.code == 2 and err.count("\n") == 1 and f"--data-dir {nowhere} does not exist" in err
     assert main(["suite", "s.yaml", "--check"]) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.yaml"]
+
+
+BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 10)}]\n" for i in range(9)
+)  # ten levels of ten aliases: 10^10 values once expanded
+
+
+@pytest.mark.parametrize("command", ["run", "suite", "tune-suite"])
+def test_a_yaml_alias_bomb_is_refused_in_one_line_without_expanding_it(command, tmp_path, capsys):
+    (tmp_path / "bomb.yaml").write_text(f"method: finetune\nrequests: 2\nmethods: [finetune]\n{BOMB}")
+    argv = {
+        "run": ["run", "--config", str(tmp_path / "bomb.yaml")],
+        "suite": ["suite", str(tmp_path / "bomb.yaml")],
+        "tune-suite": ["tune", "--suite", str(tmp_path / "bomb.yaml")],
+    }[command]
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("\n") == 1 and "alias bomb" in err and len(err) < 600, err[:2000]
+
+
+def test_a_config_value_in_an_error_message_is_an_excerpt(tmp_path, capsys):
+    (tmp_path / "big.yaml").write_text(yaml_dump({"run": list(range(20_000))}))
+    with pytest.raises(SystemExit):
+        main(["run", "--method", "finetune", "--config", str(tmp_path / "big.yaml")])
+    err = capsys.readouterr().err
+    assert "must be a mapping" in err and len(err) < 400, err[:1000]
+
+
+def test_yaml_with_a_few_aliases_still_loads():
+    from unlearnbench.io import load_yaml
+
+    assert load_yaml("base: &b {lr: 0.1}\nsalun: *b\nrl: *b\n") == {
+        "base": {"lr": 0.1},
+        "salun": {"lr": 0.1},
+        "rl": {"lr": 0.1},
+    }
+    assert load_yaml("") is None

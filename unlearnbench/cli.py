@@ -23,8 +23,9 @@ from jsonargparse import ActionConfigFile, ArgumentParser
 from jsonargparse import ArgumentError as JsonArgumentError
 
 from unlearnbench.early_checks import SEED_PARTS
-from unlearnbench.errors import ConfigError
+from unlearnbench.errors import ConfigError, excerpt
 from unlearnbench.interrupt import Interrupted, exit_process, ignore_late_signals, interruptible
+from unlearnbench.io import load_yaml
 from unlearnbench.parsers import command_parser
 
 if TYPE_CHECKING:  # the CLI imports the package lazily, so that `--help` and `list` stay instant
@@ -52,14 +53,14 @@ def _config_paths(argv: list[str]) -> list[str]:
 def _read_config(path: str) -> dict:
     """A --config file's run options (the mapping itself, or its `run:` section), or one line saying why not."""
     try:
-        data = yaml.safe_load(Path(path).read_text())
+        data = load_yaml(Path(path).read_text())
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
         raise UsageError(f"cannot read config {path}: {error}") from error
     if not isinstance(data, dict):
         raise UsageError(f"config {path} must be a YAML mapping of option names to values")
     options = data.get("run", data)
     if not isinstance(options, dict):
-        raise UsageError(f"`run` in config {path} must be a mapping of option names to values, got {options!r}")
+        raise UsageError(f"`run` in config {path} must be a mapping of option names to values, got {excerpt(options)}")
     return options
 
 
@@ -78,7 +79,7 @@ def _chosen(argv: list[str], option: str) -> str | None:
     """The value of `--option` as the parser will see it (the command line and --config files, the last one wins)."""
     value = _given(argv).get(option)
     if value is not None and not isinstance(value, str):
-        raise UsageError(f"{option} must be a name, got {value!r}")
+        raise UsageError(f"{option} must be a name, got {excerpt(value)}")
     return value
 
 
@@ -181,7 +182,7 @@ def _chosen_guards(argv: list[str]) -> tuple[list[str], list[str]]:
         if isinstance(value, str):
             value = [name.strip() for name in value.split(",") if name.strip()]
         if not (isinstance(value, list) and all(isinstance(name, str) for name in value)):
-            raise UsageError(f"`guards` in config {path} must be a list of guard names, got {value!r}")
+            raise UsageError(f"`guards` in config {path} must be a list of guard names, got {excerpt(value)}")
         names = value
     return names, rest
 

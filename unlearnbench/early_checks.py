@@ -15,7 +15,7 @@ import math
 from collections.abc import Mapping
 from pathlib import Path
 
-from unlearnbench.errors import ConfigError
+from unlearnbench.errors import ConfigError, excerpt
 
 #: The run's options that are seeds: the whole one, and the parts that may be set apart (`--train-seed`...).
 SEED_PARTS = ("train_seed", "unlearn_seed", "stream_seed")
@@ -36,28 +36,28 @@ def check_run_numbers(values: Mapping[str, object]) -> None:
     if "requests" in values:
         requests = values["requests"]
         if not is_int(requests):
-            raise ConfigError(f"requests must be a whole number, got {requests!r}")
+            raise ConfigError(f"requests must be a whole number, got {excerpt(requests)}")
         if requests < 1:
-            raise ConfigError(f"requests must be >= 1, got {requests!r}")
+            raise ConfigError(f"requests must be >= 1, got {excerpt(requests)}")
     every = values.get("oracle_every", 1)
     if not is_int(every) or every < 1:
-        raise ConfigError(f"oracle_every must be a whole number >= 1 (1: every request), got {every!r}")
+        raise ConfigError(f"oracle_every must be a whole number >= 1 (1: every request), got {excerpt(every)}")
     single_shot = values.get("single_shot_every")
     if single_shot is not None and (not is_int(single_shot) or single_shot < 0):
-        raise ConfigError(f"single_shot_every must be a whole number >= 0 (0: none), got {single_shot!r}")
+        raise ConfigError(f"single_shot_every must be a whole number >= 0 (0: none), got {excerpt(single_shot)}")
     for name in ("seed", *SEED_PARTS):
         value = values.get(name, 0 if name == "seed" else None)
         if (value is not None or name == "seed") and (not is_int(value) or value < 0):
-            raise ConfigError(f"{name} must be a whole number >= 0, got {value!r}")
+            raise ConfigError(f"{name} must be a whole number >= 0, got {excerpt(value)}")
     oracle_seeds = values.get("oracle_seeds", 1)
     if not is_int(oracle_seeds) or oracle_seeds < 1:
-        raise ConfigError(f"oracle_seeds must be a whole number >= 1, got {oracle_seeds!r}")
+        raise ConfigError(f"oracle_seeds must be a whole number >= 1, got {excerpt(oracle_seeds)}")
     size = values.get("size")
     if size is not None and not (is_number(size) and math.isfinite(size) and size > 0):
-        raise ConfigError(f"size must be a finite number > 0, got {size!r}")
+        raise ConfigError(f"size must be a finite number > 0, got {excerpt(size)}")
     for name in ("download", "save_logits"):
         if not isinstance(values.get(name, False), bool):
-            raise ConfigError(f"{name} must be true or false, got {values[name]!r}")
+            raise ConfigError(f"{name} must be true or false, got {excerpt(values[name])}")
 
 
 def check_data_dir(data_dir: str | Path | None, download: bool) -> None:
@@ -80,7 +80,7 @@ def check_folder_part(kind: str, name: str) -> None:
     """A registered name becomes part of a run directory's name: one with a path separator (a plugin's entry point
     named `a/b`, `timm:x/../..`) would put the run directory elsewhere than in `--out`."""
     if any(separator in name for separator in ("/", "\\", "\0")):
-        raise ConfigError(f"{kind} name {name!r} holds a path separator; a run directory is named by it")
+        raise ConfigError(f"{kind} name {excerpt(name)} holds a path separator; a run directory is named by it")
 
 
 def check_names(values: Mapping[str, object]) -> None:
@@ -94,10 +94,12 @@ def check_names(values: Mapping[str, object]) -> None:
             continue
         known: registry.Registry = getattr(registry, attribute)
         if not isinstance(name, str):
-            raise ConfigError(f"{option} must be a name, got {name!r}")
+            raise ConfigError(f"{option} must be a name, got {excerpt(name)}")
         check_folder_part(known.kind, name)
         family, colon, _ = name.partition(":")
         if name in known.catalog() or (colon and family in known.families()):
             continue
         families = "".join(f", {family}:<name>" for family in known.families())
-        raise ConfigError(f"unknown {known.kind} {name!r}; choose one of: {', '.join(known.catalog())}{families}")
+        raise ConfigError(
+            f"unknown {known.kind} {excerpt(name)}; choose one of: {', '.join(known.catalog())}{families}"
+        )

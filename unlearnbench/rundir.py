@@ -41,7 +41,7 @@ import yaml
 
 from unlearnbench.errors import ConfigError, DamagedFileError
 from unlearnbench.evaluation.geometry import GEOMETRY_FILE, read_geometry_csv
-from unlearnbench.io import write_atomic, write_json_atomic, write_text_atomic, write_yaml_atomic
+from unlearnbench.io import load_yaml, write_atomic, write_json_atomic, write_text_atomic, write_yaml_atomic
 from unlearnbench.records import MalformedRecordError, RequestRecord, RunIdentity, RunSummary
 
 LOCK_FILE = ".lock"
@@ -167,7 +167,7 @@ class RunDirectory:
         """config.yaml's mapping, not yet checked as an identity."""
         path = self.path / _CONFIG
         try:
-            data = yaml.safe_load(path.read_text())
+            data = load_yaml(path.read_text())
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
             raise DamagedIdentityError(
                 f"{path} is not readable YAML ({error}); delete {self.path} to rerun",
