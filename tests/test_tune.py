@@ -487,3 +487,19 @@ def test_a_study_database_that_cannot_be_opened_is_one_line(damage, tmp_path, ca
     err = capsys.readouterr().err
     assert code == (1 if damage == "unreachable" else 2), err
     assert err.count("\n") == 1 and err.startswith("unlearnbench: error: ") and "Traceback" not in err, err
+
+
+def test_two_workers_with_one_sampler_seed_draw_different_values_and_each_trial_is_reproducible(tmp_path):
+    """Two workers started with the same --sampler-seed drew the same values, so the same trial folder, and the
+    second was refused: trial n's sampler is seeded by (seed, n), n being unique in the study."""
+    from unlearnbench.search_space import sample
+    from unlearnbench.tune import TuneSpec, open_study
+
+    def first_values(out: Path) -> list[dict]:
+        spec = TuneSpec(method="finetune", out=out, trials=4, sampler_seed=7)
+        workers = [open_study(spec) for _ in range(2)]  # two processes' studies, one storage
+        return [sample(spec.space(), worker.ask()) for worker in workers]
+
+    values = first_values(tmp_path / "a")
+    assert values[0] != values[1]
+    assert first_values(tmp_path / "b") == values  # the same seed: the same values, trial by trial

@@ -346,13 +346,25 @@ def _open_study(spec: TuneSpec, optuna):
             heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=3),
         )
     if spec.sampler == "nsga2":
-        sampler = optuna.samplers.NSGAIISampler(
-            population_size=max(2, min(50, spec.trials // 2)), seed=spec.sampler_seed
-        )
+        population = max(2, min(50, spec.trials // 2))
+
+        def make_sampler(seed):
+            return optuna.samplers.NSGAIISampler(population_size=population, seed=seed)
+
         directions = ["minimize", "minimize"]
     else:
-        sampler = optuna.samplers.TPESampler(n_startup_trials=max(1, min(10, spec.trials // 3)), seed=spec.sampler_seed)
+        startup = max(1, min(10, spec.trials // 3))
+
+        def make_sampler(seed):
+            return optuna.samplers.TPESampler(n_startup_trials=startup, seed=seed)
+
         directions = ["minimize"]
+    if spec.sampler_seed is None:  # each worker's sampler draws its own entropy
+        sampler = make_sampler(None)
+    else:  # workers coordinate through the study's trial numbers, not through the seed (`trial_seeds`)
+        from unlearnbench.trial_seeds import TrialSeededSampler
+
+        sampler = TrialSeededSampler(make_sampler, spec.sampler_seed)
     pruner = optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=1) if spec.pruner == "median" else None
     with FileLock(spec.out / "studies.lock"):  # likewise the study's first creation
         return optuna.create_study(
