@@ -178,3 +178,30 @@ def test_an_exception_a_library_puts_in_place_of_the_signal_is_the_signal():
         _signal_in_a_weakref_callback(signal.SIGTERM)
         raise SystemExit
     assert info.value.exit_code == 143
+
+
+def test_another_threads_exception_after_a_signal_is_not_printed_and_before_one_it_is(monkeypatch):
+    """After SIGINT cut a SQLite transaction short in the main thread, Optuna's heartbeat thread found the database
+    locked and its traceback was printed before the one line (tests/test_tune.py, SIGINT)."""
+    import signal
+    import threading
+
+    printed = []
+    monkeypatch.setattr(threading, "excepthook", printed.append)
+
+    def fail() -> None:
+        raise RuntimeError("database is locked")
+
+    with interruptible():
+        worker = threading.Thread(target=fail)
+        worker.start()
+        worker.join()
+    assert [type(f.exc_value) for f in printed] == [RuntimeError]  # no signal: printed as ever
+    with pytest.raises(Interrupted), interruptible():
+        try:
+            signal.raise_signal(signal.SIGINT)
+        finally:
+            worker = threading.Thread(target=fail)
+            worker.start()
+            worker.join()
+    assert len(printed) == 1 and threading.excepthook == printed.append

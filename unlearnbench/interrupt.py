@@ -14,6 +14,9 @@ exception is only the fast path and the signal's record is what decides:
   print as "Exception ignored in ..." with a traceback before going on. The block's hook drops it
   silently instead, and `raise_if_interrupted` raises it again at the next safe point: each request
   of a run (so each suite cell and tuning trial) and each batch of a Lightning fit.
+- Another thread's exception after a signal is a consequence of it (Optuna's heartbeat thread finds the
+  SQLite database locked by the transaction the signal cut short in the main thread): the block's
+  thread hook drops it instead of printing its traceback. Before a signal, it is printed as ever.
 - Only the first signal raises. A second one (a second Ctrl+C, or SLURM's SIGTERM after the user's
   SIGINT) is recorded only, so the clean-up on the way up (Lightning's teardown, Optuna's heartbeat
   join, the logger's finish) is never cut short by it; were the first one dropped, the next safe
@@ -30,6 +33,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 
@@ -73,6 +77,14 @@ def _unraisable(previous):
     return hook
 
 
+def _thread_exception(previous):
+    def hook(failure) -> None:
+        if not _received:  # after a signal, the thread failed because the process is stopping
+            previous(failure)
+
+    return hook
+
+
 def raise_if_interrupted() -> None:
     """A safe point: raises `Interrupted` if a signal arrived whose exception was dropped on the way."""
     if _received:
@@ -82,10 +94,11 @@ def raise_if_interrupted() -> None:
 @contextmanager
 def interruptible() -> Iterator[None]:
     """Within the block, SIGINT and SIGTERM raise `Interrupted`, and whatever leaves the block after one arrived
-    is that `Interrupted`; the previous handlers and unraisable hook come back after."""
+    is that `Interrupted`; the previous handlers, unraisable hook and thread hook come back after."""
     previous = {signum: signal.getsignal(signum) for signum in SIGNALS}
-    previous_hook = sys.unraisablehook
+    previous_hook, previous_thread_hook = sys.unraisablehook, threading.excepthook
     sys.unraisablehook = _unraisable(previous_hook)
+    threading.excepthook = _thread_exception(previous_thread_hook)
     for signum in SIGNALS:
         signal.signal(signum, _on_signal)
     try:
@@ -101,7 +114,7 @@ def interruptible() -> Iterator[None]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-        sys.unraisablehook = previous_hook
+        sys.unraisablehook, threading.excepthook = previous_hook, previous_thread_hook
         _received.clear()
 
 
