@@ -25,6 +25,8 @@ measured in the same script, interleaved, median of the repeats):
 - P8   K = 16 oracles of the memorizing tier's `mlp` (its recipe, 2 epochs) in one batched fit
        (`training.train_together`) / the same 16 fitted one by one (`train_from_scratch`), default threads [<= 0.5]
 - S1/S2 `unlearnbench --help` / `unlearnbench list` wall time                          [< 1.5 s]
+- S3   a refused `run` (unknown method, `--requests 0`, a config file that is not YAML, a `--data-dir` that does
+       not exist), the slowest of them: wall time, the import of the runner beside it   [< 2 s]
 """
 
 from __future__ import annotations
@@ -384,13 +386,39 @@ def p8_together(root: Path, repeats: int) -> None:
 
 def startup() -> None:
     for key, argv in (("S1", ["--help"]), ("S2", ["list"])):
-        times = []
-        for _ in range(3):
-            start = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "unlearnbench.cli", *argv], check=True, capture_output=True)
-            times.append(time.perf_counter() - start)
-        best = min(times)
+        best = _wall_seconds(argv)
         report(key, f"`unlearnbench {' '.join(argv)}` wall seconds", best, "< 1.5 s", best < 1.5)
+
+
+def _wall_seconds(argv: list[str], expected_code: int = 0) -> float:
+    """The best of 3 wall times of `python -m unlearnbench.cli ARGV`, which must exit `expected_code`."""
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        result = subprocess.run([sys.executable, "-m", "unlearnbench.cli", *argv], capture_output=True, text=True)
+        times.append(time.perf_counter() - start)
+        assert result.returncode == expected_code, (argv, result.stderr[-2000:])
+    return min(times)
+
+
+def refusals(root: Path) -> None:
+    """S3: bad input is refused before torch and Lightning are imported (`unlearnbench.early_checks`)."""
+    (root / "bad.yaml").write_text("requests: [1\n")
+    cases = {
+        "unknown method": ["run", "--method", "nosuch"],
+        "--requests 0": ["run", "--method", "finetune", "--requests", "0"],
+        "bad config": ["run", "--method", "finetune", "--config", str(root / "bad.yaml")],
+        "missing --data-dir": ["run", "--method", "finetune", "--data-dir", str(root / "nowhere")],
+    }
+    seconds = {what: _wall_seconds(argv, expected_code=2) for what, argv in cases.items()}
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import unlearnbench.runner"], check=True)
+    imports = time.perf_counter() - start
+    worst = max(seconds.values())
+    detail = ", ".join(f"{what} {value:.2f}" for what, value in seconds.items())
+    report(
+        "S3", "slowest refused `run` wall seconds", worst, "< 2 s", worst < 2, f"{detail}; runner import {imports:.2f}"
+    )
 
 
 def main() -> int:
@@ -400,7 +428,7 @@ def main() -> int:
     parser.add_argument("--only", nargs="*", default=None, help="rows to measure, e.g. P6 (default: every row)")
     args = parser.parse_args()
     rows = {
-        "S": lambda root: startup(),
+        "S": lambda root: (startup(), refusals(root)),
         "P1": lambda root: (p1_fit(root, args.repeats), p1_run(root, args.repeats)),
         "P2": lambda root: p2_eval(root, args.repeats),
         "P3": p3_suite,

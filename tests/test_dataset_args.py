@@ -104,6 +104,9 @@ def test_command_line_config_file_and_suite_cell_resolve_alike(tmp_path):
         (["--dataset.train_size", "70000"], "train_size=70000 exceeds the 60000 samples"),
         (["--dataset.test_size", "10001"], "test_size=10001 exceeds the 10000 samples"),
         (["--dataset.train_size", "5"], "fewer than fashionmnist's 10 classes"),
+        # the smallest test subsets: an attack would fit on no non-member (scikit-learn's traceback after training)
+        (["--dataset.test_size", "1"], "test_size=1 is fewer than fashionmnist's 10 classes: the SVC membership"),
+        (["--dataset_args.test_size", "9"], "give at least 10 (one per class)"),
         (["--dataset.image_size", "32"], "image_size"),
         (["--arch.depth", "3"], "depth"),
         (["--arch.width", "0"], "width must be a whole number >= 1"),
@@ -153,3 +156,9 @@ def test_augment_is_true_or_false_in_configs_and_suites_too(tmp_path, value):
         check_suite({**suite, "settings": [{"dataset": "fashionmnist"}], "methods": ["ga"]})
     assert check_dataset_args("fashionmnist", {"augment": True}) == {}
     assert check_dataset_args("fashionmnist", {"augment": False}) == {"augment": False}
+
+
+def test_a_test_subset_of_one_sample_per_class_is_the_smallest_accepted():
+    from unlearnbench.data.cache import check_dataset_args
+
+    assert check_dataset_args("digits", {"test_size": 10}) == {"test_size": 10}

@@ -129,7 +129,8 @@ def test_a_truncated_or_foreign_file_is_a_dataset_error(tmp_path, no_debian):
 
 def test_missing_fashionmnist_through_the_cli_exits_2_and_writes_nothing(tmp_path, no_debian, capsys):
     out = tmp_path / "runs"
-    argv = ["run", "--method", "finetune", "--dataset", "fashionmnist", "--data-dir", str(tmp_path / "none")]
+    (tmp_path / "empty").mkdir()  # (a --data-dir that does not exist is refused as such: test_cli)
+    argv = ["run", "--method", "finetune", "--dataset", "fashionmnist", "--data-dir", str(tmp_path / "empty")]
     with pytest.raises(SystemExit) as exit_info:
         main([*argv, "--out", str(out)])
     assert exit_info.value.code == 2

@@ -135,6 +135,7 @@ def test_missing_dataset_is_one_line_saying_how_to_get_it(tmp_path, name, hint):
 
 def test_missing_dataset_through_the_cli_exits_2_and_writes_nothing(tmp_path, capsys):
     out = tmp_path / "runs"
+    (tmp_path / "none").mkdir()  # an empty folder (one that does not exist is refused as such: test_cli)
     with pytest.raises(SystemExit) as exit_info:
         main(
             [

@@ -217,3 +217,53 @@ def test_geometry_is_empty_until_written(tmp_path):
     assert run_dir.geometry() == []
     (tmp_path / "geometry.csv").write_text("t,update_norm,r90_all\n1,0.5,\n")
     assert run_dir.geometry() == [{"t": 1, "update_norm": 0.5, "r90_all": None}]
+
+
+def test_each_session_records_the_versions_of_the_libraries_its_numbers_depend_on(tmp_path):
+    from importlib.metadata import version
+
+    run_dir = RunDirectory(tmp_path)
+    run_dir.record_session(1)
+    versions = run_dir.provenance()["sessions"][0]["versions"]
+    for name in ("torch", "lightning", "torchmetrics", "numpy", "scikit-learn", "optuna", "timm"):
+        assert versions[name] == version(name)
+    assert versions["python"].count(".") == 2
+
+
+# ------------------------------------------------------------------ a run directory is always inside --out
+
+
+@pytest.mark.parametrize(
+    "names",
+    [{"arch": "timm:x/../.."}, {"method": "plugin/../x"}, {"stream": "..\\x"}, {"dataset": "a/b"}, {"guards": ["g/h"]}],
+    ids=["timm-arch", "plugin-method", "stream", "dataset", "guard"],
+)
+def test_a_name_with_a_path_separator_is_refused_before_it_names_a_folder(names, tmp_path):
+    from unlearnbench.config import ConfigError
+
+    config = replace(tiny_config(tmp_path / "out", tmp_path / "store", "finetune"), **names)
+    with pytest.raises(ConfigError, match="holds a path separator"):
+        config.validate()
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_run_directory_name_over_the_file_systems_limit_is_cut_before_its_hash_and_others_keep_theirs(tmp_path):
+    from unlearnbench.config import NAME_MAX
+    from unlearnbench.plan import resolve_run
+
+    config = tiny_config(tmp_path / "out", tmp_path / "store", "finetune")
+    identity, run_dir = resolve_run(config)
+    digest = run_dir.name.rsplit("-", 1)[1]
+    assert run_dir == tmp_path / "out" / f"finetune-classwise-digits-smallcnn-T2-seed0-{digest}"  # as it always was
+    long = replace(config, guards=["shrink_perturb" * 20]).run_path(identity)
+    assert long.parent == tmp_path / "out" and len(long.name.encode()) == NAME_MAX and long.name.endswith(f"-{digest}")
+
+
+@pytest.mark.parametrize("where", ["a-long-folder-name", "a-deep-folder"])
+def test_an_out_the_file_system_cannot_hold_is_refused_in_one_line(where, tmp_path):
+    from unlearnbench.config import ConfigError
+
+    out = tmp_path / ("x" * 300) if where == "a-long-folder-name" else tmp_path.joinpath(*["d" * 200] * 20)
+    with pytest.raises(ConfigError, match="file system allows") as error:
+        replace(tiny_config(out, tmp_path / "store", "finetune")).validate()
+    assert "\n" not in str(error.value)

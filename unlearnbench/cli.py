@@ -11,6 +11,7 @@ it) is 2, a SIGINT/SIGTERM (`Interrupted`) 128 + the signal, a failed write 1, d
 
 from __future__ import annotations
 
+import signal
 import sys
 import warnings
 from dataclasses import asdict, fields, is_dataclass
@@ -21,8 +22,10 @@ import yaml
 from jsonargparse import ActionConfigFile, ArgumentParser
 from jsonargparse import ArgumentError as JsonArgumentError
 
-from unlearnbench.errors import ConfigError
-from unlearnbench.interrupt import Interrupted, interruptible
+from unlearnbench.early_checks import SEED_PARTS
+from unlearnbench.errors import ConfigError, excerpt
+from unlearnbench.interrupt import Interrupted, exit_process, ignore_late_signals, interruptible
+from unlearnbench.io import load_yaml
 from unlearnbench.parsers import command_parser
 
 if TYPE_CHECKING:  # the CLI imports the package lazily, so that `--help` and `list` stay instant
@@ -50,14 +53,14 @@ def _config_paths(argv: list[str]) -> list[str]:
 def _read_config(path: str) -> dict:
     """A --config file's run options (the mapping itself, or its `run:` section), or one line saying why not."""
     try:
-        data = yaml.safe_load(Path(path).read_text())
+        data = load_yaml(Path(path).read_text())
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
         raise UsageError(f"cannot read config {path}: {error}") from error
     if not isinstance(data, dict):
         raise UsageError(f"config {path} must be a YAML mapping of option names to values")
     options = data.get("run", data)
     if not isinstance(options, dict):
-        raise UsageError(f"`run` in config {path} must be a mapping of option names to values, got {options!r}")
+        raise UsageError(f"`run` in config {path} must be a mapping of option names to values, got {excerpt(options)}")
     return options
 
 
@@ -73,18 +76,73 @@ def _chosen_method(argv: list[str]) -> str | None:
 
 
 def _chosen(argv: list[str], option: str) -> str | None:
-    """The value of `--option` on the command line, or in the last --config file that sets it."""
-    for i, arg in enumerate(argv):
-        if arg == f"--{option}" and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith(f"--{option}="):
-            return arg.split("=", 1)[1]
-    method = None
-    for path in _config_paths(argv):
-        method = _read_config(path).get(option, method)
-    if method is not None and not isinstance(method, str):
-        raise UsageError(f"{option} must be a name, got {method!r}")
-    return method
+    """The value of `--option` as the parser will see it (the command line and --config files, the last one wins)."""
+    value = _given(argv).get(option)
+    if value is not None and not isinstance(value, str):
+        raise UsageError(f"{option} must be a name, got {excerpt(value)}")
+    return value
+
+
+def _given(argv: list[str]) -> dict[str, object]:
+    """Every `--name value` of the command line and the --config files, in the parser's order (a later one wins),
+    by name with `_` for `-`: values as written (text on the command line, YAML's types in a file); a flag with no
+    value is True."""
+    given: dict[str, object] = {}
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        i += 1
+        if not arg.startswith("--"):
+            continue
+        name, has_value, value = arg[2:].partition("=")
+        if not has_value:
+            value = argv[i] if i < len(argv) and not argv[i].startswith("--") else True
+            i += value is not True
+        if name == "config":
+            given |= _read_config(str(value))
+        else:
+            given[name.replace("-", "_")] = value
+    return given
+
+
+#: The run's own options checked before anything heavy is imported, and how a command-line text becomes their value.
+EARLY_OPTIONS = {
+    **dict.fromkeys(("requests", "oracle_every", "single_shot_every", "seed", "oracle_seeds", *SEED_PARTS), int),
+    "size": float,
+    **dict.fromkeys(("download", "save_logits"), bool),
+}
+
+
+def _early_value(text: object, kind: type) -> object:
+    """A command-line text as the parser would read it; a YAML value as it is. `_UNREAD` where the parser will be
+    the one to refuse it (its message names the expected type)."""
+    if not isinstance(text, str):
+        return text
+    if text.lower() in ("null", "none"):
+        return None
+    if kind is bool:
+        return {"true": True, "false": False}.get(text.lower(), _UNREAD)
+    try:
+        return kind(text)
+    except ValueError:
+        return _UNREAD
+
+
+_UNREAD = object()
+
+
+def _check_early(argv: list[str]) -> None:
+    """What the run's options alone decide (`unlearnbench.early_checks`): refused before torch is imported."""
+    from unlearnbench.early_checks import check_data_dir, check_names, check_run_numbers
+
+    given = _given(argv)
+    if {"help", "print_config"} & set(given) or "-h" in argv:  # they print and exit: nothing runs
+        return
+    check_names(given)
+    values = {name: _early_value(given[name], kind) for name, kind in EARLY_OPTIONS.items() if name in given}
+    check_run_numbers({name: value for name, value in values.items() if value is not _UNREAD})
+    download = values.get("download", False)
+    check_data_dir(given.get("data_dir"), download is True)
 
 
 #: `--dataset.train_size 100` and `--arch.width 16` (as issue and README spell them) are parsed as
@@ -124,7 +182,7 @@ def _chosen_guards(argv: list[str]) -> tuple[list[str], list[str]]:
         if isinstance(value, str):
             value = [name.strip() for name in value.split(",") if name.strip()]
         if not (isinstance(value, list) and all(isinstance(name, str) for name in value)):
-            raise UsageError(f"`guards` in config {path} must be a list of guard names, got {value!r}")
+            raise UsageError(f"`guards` in config {path} must be a list of guard names, got {excerpt(value)}")
         names = value
     return names, rest
 
@@ -332,17 +390,13 @@ def _group(args, name: str) -> dict:
 
 def parse_run_args(argv: list[str]):
     """`run`'s command line (and --config files) parsed; raises UsageError for bad input."""
-    from unlearnbench.registry import METHODS
-
-    method = _chosen_method(argv)
-    if method is not None and method not in METHODS:
-        raise UsageError(f"unknown method {method!r}; choose one of: {', '.join(METHODS.names())}")
-    guards, argv = _chosen_guards(argv)
     from unlearnbench.registry import GUARDS
 
+    method = _chosen_method(argv)
+    guards, argv = _chosen_guards(argv)
     for guard in guards:
-        if guard not in GUARDS:
-            raise UsageError(f"unknown guard {guard!r}; choose one of: {', '.join(GUARDS.names())}")
+        if guard not in GUARDS.catalog():
+            raise UsageError(f"unknown guard {guard!r}; choose one of: {', '.join(GUARDS.catalog())}")
     if method is not None:
         _refuse_retired_spellings(argv, method)
     argv = _argument_groups(argv)
@@ -376,12 +430,12 @@ def _refuse_retired_spellings(argv: list[str], method: str) -> None:
 
 
 def cmd_run(argv: list[str]) -> int:
+    _check_early(argv)  # first: a refused input never waits for the imports of the methods and the runner
+    args = parse_run_args(argv)
     from unlearnbench.console import Reporter, quiet_lightning_info, silence_library_warnings
     from unlearnbench.runner import Runner
 
     quiet_lightning_info()
-
-    args = parse_run_args(argv)
     config = run_config(args)
     reporter = Reporter(quiet=args.quiet)
     if args.quiet:
@@ -485,7 +539,23 @@ USAGE = """usage: unlearnbench {run,list,suite,leaderboard,tune} [options]
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """The command `argv`'s exit code. Without `argv` this is the process (the console script, `python -m`):
+    it reads `sys.argv` and, after a signal, leaves at once with the signal's code (`interrupt.exit_process`)."""
+    if argv is None:
+        ignore_late_signals()
+        code = _command(sys.argv[1:])
+        if code in INTERRUPTED_CODES:
+            exit_process(code)
+        return code
+    return _command(argv)
+
+
+#: A run stopped by SIGINT or SIGTERM exits 128 + the signal.
+INTERRUPTED_CODES = (128 + signal.SIGINT, 128 + signal.SIGTERM)
+
+
+def _command(argv: list[str]) -> int:
+    argv = list(argv)
     # Deprecation notices of the libraries (Lightning, timm, torch) say nothing about the user's run.
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     warnings.filterwarnings("ignore", category=FutureWarning)

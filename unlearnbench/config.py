@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Literal
 
 from unlearnbench.data.cache import check_dataset_args
+from unlearnbench.early_checks import SEED_PARTS, check_folder_part, check_run_numbers, is_int, is_number
 from unlearnbench.errors import ConfigError, DamagedFileError
 from unlearnbench.evaluation.keys import load_metric_plugins, user_gap_metrics
 from unlearnbench.hparams import marker
@@ -58,7 +59,7 @@ class Hardware:
             raise ConfigError(
                 f"devices must be a count >= 1, -1 (all), auto, or a list of device ids such as 0,1; got {self.devices!r}"
             )
-        if not _is_int(self.num_nodes) or self.num_nodes < 1:
+        if not is_int(self.num_nodes) or self.num_nodes < 1:
             raise ConfigError(f"num_nodes must be a whole number >= 1, got {self.num_nodes!r}")
 
     def check_available(self) -> None:
@@ -78,7 +79,7 @@ class Hardware:
                 f"accelerator {self.accelerator!r} is not available on this machine (no such device is visible); "
                 "use --accelerator cpu, or auto to take what there is"
             )
-        if self.accelerator in ("gpu", "cuda") and CUDAAccelerator.is_available() and _is_int(self.devices):
+        if self.accelerator in ("gpu", "cuda") and CUDAAccelerator.is_available() and is_int(self.devices):
             visible = CUDAAccelerator.auto_device_count()
             if int(self.devices) > visible:
                 raise ConfigError(f"devices {self.devices} asks for more GPUs than the {visible} visible here")
@@ -145,6 +146,7 @@ class RunConfig:
             (DATASETS, self.dataset),
             (ARCHS, self.arch),
         ):
+            check_folder_part(registry.kind, name)
             try:
                 registry.get(name)  # plain names, and open families such as timm:<model>
             except UnknownNameError as error:
@@ -186,6 +188,7 @@ class RunConfig:
         self.hardware.validate()
         for path in (self.out, self.store, self.run_dir):
             if path is not None:
+                check_path_length(path)
                 check_writable_directory(path)
 
     def _validate_numbers(self) -> None:
@@ -198,27 +201,7 @@ class RunConfig:
         first fit starts; a NaN learning rate trains a NaN model (and, since NaN != NaN, the run
         then refuses its own folder). All of these are refused here, before any data is loaded.
         """
-        if not _is_int(self.requests):
-            raise ConfigError(f"requests must be a whole number, got {self.requests!r}")
-        if self.requests < 1:
-            raise ConfigError(f"requests must be >= 1, got {self.requests!r}")
-        if not _is_int(self.oracle_every) or self.oracle_every < 1:
-            raise ConfigError(f"oracle_every must be a whole number >= 1 (1: every request), got {self.oracle_every!r}")
-        if self.single_shot_every is not None and (not _is_int(self.single_shot_every) or self.single_shot_every < 0):
-            raise ConfigError(
-                f"single_shot_every must be a whole number >= 0 (0: none), got {self.single_shot_every!r}"
-            )
-        for name in ("seed", *SEED_PARTS):
-            value = getattr(self, name)
-            if (value is not None or name == "seed") and (not _is_int(value) or value < 0):
-                raise ConfigError(f"{name} must be a whole number >= 0, got {value!r}")
-        if not _is_int(self.oracle_seeds) or self.oracle_seeds < 1:
-            raise ConfigError(f"oracle_seeds must be a whole number >= 1, got {self.oracle_seeds!r}")
-        if self.size is not None and not (_is_number(self.size) and math.isfinite(self.size) and self.size > 0):
-            raise ConfigError(f"size must be a finite number > 0, got {self.size!r}")
-        for name in ("download", "save_logits"):
-            if not isinstance(getattr(self, name), bool):
-                raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        check_run_numbers({f.name: getattr(self, f.name) for f in fields(self)})
         method = METHODS.get(self.method)
         defaults = {name: p.default for name, p in flat_parameters(method).items()}
         check_numbers(flat_arguments(method, self.method_args), defaults, f"method {self.method!r} argument")
@@ -318,11 +301,15 @@ class RunConfig:
         tags = "".join(
             f"-{tag}" for tag, used in (("tuned", self.hparams), ("validation", self.split != "test")) if used
         )
-        name = f"{'+'.join([self.method, *self.guards])}{tags}-{self.stream}-{self.dataset}-{self.arch}-T{self.requests}-seed{self.seed}-{identity_hash(identity)}"
+        digest = identity_hash(identity)
+        name = f"{'+'.join([self.method, *self.guards])}{tags}-{self.stream}-{self.dataset}-{self.arch}-T{self.requests}-seed{self.seed}-{digest}"
+        if len(name.encode()) > NAME_MAX:  # cut before its hash, which still tells runs apart; shorter names stay
+            name = name.encode()[: NAME_MAX - len(digest) - 1].decode(errors="ignore") + f"-{digest}"
         return self.out / name
 
     def _validate_guards(self) -> None:
         for name in self.guards:
+            check_folder_part("guard", name)
             if name not in GUARDS:
                 raise ConfigError(f"unknown guard {name!r}; choose one of: {', '.join(GUARDS.names())}")
         if len(set(self.guards)) != len(self.guards):
@@ -356,21 +343,32 @@ class RunConfig:
 #: `--single-shot-baseline`: which counterfactuals the forward-failure gain is measured against
 SINGLE_SHOT_BASELINES = ("single_task", "cumulative", "both")
 
-#: The parts of `seed` a run may set apart (`--train-seed`, `--unlearn-seed`, `--stream-seed`).
-SEED_PARTS = ("train_seed", "unlearn_seed", "stream_seed")
+
+#: The longest file or folder name (bytes) and the longest path the usual file systems (ext4, xfs, APFS) take.
+NAME_MAX, PATH_MAX = 255, 4096
+#: Room left in a path for what goes inside an output folder: a run directory's name and its longest file's.
+INSIDE_AN_OUTPUT_FOLDER = NAME_MAX + 64
+
+
+def check_path_length(path: Path) -> None:
+    """`path` and what will be written inside it fit the file system's limits (else `File name too long` mid-run)."""
+    long_parts = [part for part in path.parts if len(part.encode()) > NAME_MAX]
+    if long_parts:
+        raise ConfigError(
+            f"the folder name {long_parts[0][:40]}... is {len(long_parts[0].encode())} bytes long, more than the "
+            f"{NAME_MAX} a file system allows; choose a shorter one"
+        )
+    length = len(str(path.resolve()).encode()) + INSIDE_AN_OUTPUT_FOLDER
+    if length > PATH_MAX:
+        raise ConfigError(
+            f"{str(path)[:60]}... is too deep: the files written inside it would have paths of up to {length} bytes, "
+            f"more than the {PATH_MAX} a file system allows; choose a shorter folder"
+        )
 
 
 def scheduled(t: int, requests: int, every: int) -> bool:
     """t = K, 2K, ... and always the last request T: the requests a schedule `--*-every K` covers."""
     return t % every == 0 or t == requests
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _numeric(text: str) -> bool:
@@ -383,10 +381,10 @@ def _numeric(text: str) -> bool:
 
 def _valid_devices(devices: object) -> bool:
     """What Lightning's `devices=` accepts: a count >= 1, -1 (every device), "auto", or device ids ("0,1")."""
-    if _is_int(devices):
+    if is_int(devices):
         return devices >= 1 or devices == -1
     if isinstance(devices, list):  # a suite's `devices: [0, 1]`
-        return bool(devices) and all(_is_int(d) and d >= 0 for d in devices)
+        return bool(devices) and all(is_int(d) and d >= 0 for d in devices)
     if not isinstance(devices, str):
         return False
     text = devices.strip()
@@ -410,9 +408,9 @@ def check_numbers(values: dict, defaults: dict, what: str) -> None:
         if isinstance(default, bool):
             expected, ok = "true or false", isinstance(value, bool)
         elif isinstance(default, int):
-            expected, ok = "a whole number", _is_int(value)
+            expected, ok = "a whole number", is_int(value)
         elif isinstance(default, float):
-            expected, ok = "a number", _is_number(value)
+            expected, ok = "a number", is_number(value)
         else:
             continue
         if not ok:

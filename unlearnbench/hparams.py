@@ -26,6 +26,7 @@ from pathlib import Path
 import yaml
 
 from unlearnbench.errors import ConfigError
+from unlearnbench.io import load_yaml
 
 #: The provenance keys copied into a tuned run's identity (its `tuned:` entry).
 MARKER_KEYS = ("study", "objective", "sampler", "trials", "best_value", "tune_seeds")
@@ -47,7 +48,7 @@ def load_tuned(folder: Path, dataset: str, arch: str, stream: str, method: str) 
             f"run: unlearnbench tune --method {method} --dataset {dataset} --arch {arch} --stream {stream} --out {folder}"
         )
     try:
-        data = yaml.safe_load(path.read_text())
+        data = load_yaml(path.read_text())
     except (OSError, yaml.YAMLError) as error:
         raise ConfigError(f"cannot read {path}: {error}".replace("\n", " ")) from error
     if not (

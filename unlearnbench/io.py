@@ -1,4 +1,5 @@
-"""Atomic file writes: temp file in the same folder, fsync, rename. A reader never sees a torn file."""
+"""Atomic file writes: temp file in the same folder, fsync, rename. A reader never sees a torn file. And YAML read
+with its aliases bounded."""
 
 from __future__ import annotations
 
@@ -63,3 +64,42 @@ def check_writable_directory(path: Path) -> None:
         raise ConfigError(f"{existing} exists and is not a directory; choose another location than {path}")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise ConfigError(f"{existing} is not writable; choose another location than {path}")
+
+
+#: The most nodes a YAML document we read may expand to, aliases counted as often as they are used. A config file
+#: has hundreds; ten levels of `&a [*b, *b, ...]` expand to billions (an "alias bomb"), which exhausts memory as soon
+#: as anything walks the data, such as an error message that prints a value.
+MAX_YAML_NODES = 100_000
+
+
+def load_yaml(text: str):
+    """`yaml.safe_load`, refusing (`yaml.YAMLError`) a document whose aliases expand past `MAX_YAML_NODES` nodes."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        size = _expanded_size(node, {})
+        if size > MAX_YAML_NODES:
+            raise yaml.YAMLError(
+                f"it holds more than {MAX_YAML_NODES:,} values once its aliases (*name) are expanded (an alias bomb?)"
+            )
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int]) -> int:
+    """Nodes under `node`, each alias counted in full; each node is walked once (a node that contains itself counts
+    as too many)."""
+    if id(node) in sizes:
+        return sizes[id(node)]
+    sizes[id(node)] = MAX_YAML_NODES + 1  # until known: a node reached again inside itself is a cycle
+    if isinstance(node, yaml.SequenceNode):
+        size = 1 + sum(_expanded_size(child, sizes) for child in node.value)
+    elif isinstance(node, yaml.MappingNode):
+        size = 1 + sum(_expanded_size(key, sizes) + _expanded_size(value, sizes) for key, value in node.value)
+    else:
+        size = 1
+    sizes[id(node)] = size
+    return size

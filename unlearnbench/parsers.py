@@ -20,7 +20,13 @@ class HelpFormatter(DefaultHelpFormatter):
 
 
 def command_parser(command: str, description: str) -> ArgumentParser:
-    """The parser of `unlearnbench <command>`: its name in usage lines, types named plainly, errors raised."""
+    """The parser of `unlearnbench <command>`: its name in usage lines, types named plainly, errors raised, and
+    options spelled out (argparse would take `--request 3` for `--requests 3`, and a later option that shares
+    the prefix would silently change what an old command line means)."""
     return ArgumentParser(
-        prog=f"unlearnbench {command}", description=description, formatter_class=HelpFormatter, exit_on_error=False
+        prog=f"unlearnbench {command}",
+        description=description,
+        formatter_class=HelpFormatter,
+        exit_on_error=False,
+        allow_abbrev=False,
     )

@@ -23,7 +23,7 @@ import yaml
 
 from unlearnbench.config import ConfigError, Hardware, RunConfig
 from unlearnbench.data.base import data_root
-from unlearnbench.io import check_writable_directory
+from unlearnbench.io import check_writable_directory, load_yaml
 from unlearnbench.methods.base import UnlearningMethod
 from unlearnbench.records import RunIdentity
 from unlearnbench.registry import METHODS, STREAMS
@@ -68,7 +68,7 @@ class SuiteError(ConfigError):
 
 def load_suite(path: Path) -> dict:
     try:
-        data = yaml.safe_load(Path(path).read_text())
+        data = load_yaml(Path(path).read_text())
     except (OSError, yaml.YAMLError) as error:
         raise SuiteError(f"cannot read suite {path}: {error}".replace("\n", " ")) from error
     if not isinstance(data, dict):

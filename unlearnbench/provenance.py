@@ -1,4 +1,4 @@
-"""Where a number came from: package version, git commit, device and method code of each session of a run.
+"""Where a number came from: package version, git commit, device, library versions and method code of each session.
 
 Recorded by the run directory (`provenance.json`, one entry per session, so a resumed run shows
 every machine it ran on) and read by the leaderboard's provenance section. The method's code
@@ -193,14 +193,35 @@ def _own_modules_sha256(modules: list[str]) -> str | None:
     return digest.hexdigest()[:16]
 
 
+#: The distributions whose version can change a number: the numeric stack and what trains, evaluates and tunes.
+NUMERIC_DEPENDENCIES = (
+    "torch", "torchvision", "lightning", "torchmetrics", "numpy", "scipy", "scikit-learn", "optuna", "timm", "geoopt",
+)  # fmt: skip
+
+
+def dependency_versions() -> dict[str, str]:
+    """The installed version of each of `NUMERIC_DEPENDENCIES` (those not installed are left out), and Python's."""
+    import platform
+
+    versions = {"python": platform.python_version()}
+    for name in NUMERIC_DEPENDENCIES:
+        try:
+            versions[name] = version(name)
+        except PackageNotFoundError:
+            continue
+    return versions
+
+
 def session_record(first_request: int, code: dict | None = None) -> dict:
-    """This session: package version, git commit, device, the method's code, the request it starts at, and when."""
+    """This session: package version, git commit, device, the versions of the libraries the numbers depend on, the
+    method's code, the request it starts at, and when."""
     from unlearnbench import __version__
 
     record = {
         "package_version": __version__,
         "git_commit": git_commit(),
         "device": describe_device(),
+        "versions": dependency_versions(),
         "first_request": first_request,
         "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     }

@@ -123,17 +123,28 @@ class Registry(Generic[T]):
         cannot be found or parsed is listed as broken, with the reason, instead of failing the list.
         """
         entries: dict[str, str] = {}
-        for folder in importlib.util.find_spec(self._package).submodule_search_locations:
-            for path in sorted(Path(folder).glob("*.py")):
-                for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-                    if isinstance(node, ast.ClassDef | ast.FunctionDef):
-                        for name in _registered_names(node):
-                            entries[name] = _first_line(node)
+        for node in self._source_definitions():
+            for name in _registered_names(node):
+                entries[name] = _first_line(node)
         if self._entry_point_group:
             for entry_point in entry_points(group=self._entry_point_group):
                 if entry_point.name not in entries:
                     entries[entry_point.name] = _plugin_description(entry_point)
         return dict(sorted(entries.items()))
+
+    def families(self) -> list[str]:
+        """The prefixes of the open families of names (`timm` of `timm:<model>`), read from source like `catalog`."""
+        return sorted(
+            name for node in self._source_definitions() for name in _registered_names(node, decorator="register_prefix")
+        )
+
+    def _source_definitions(self) -> Iterator[ast.ClassDef | ast.FunctionDef]:
+        """The classes and functions of the built-in modules, parsed (not imported)."""
+        for folder in importlib.util.find_spec(self._package).submodule_search_locations:
+            for path in sorted(Path(folder).glob("*.py")):
+                for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+                    if isinstance(node, ast.ClassDef | ast.FunctionDef):
+                        yield node
 
     def __contains__(self, name: object) -> bool:
         if not isinstance(name, str):
@@ -170,15 +181,16 @@ def _plugin_description(entry_point: EntryPoint) -> str:
     return f"(plugin {entry_point.value}) defined at run time"
 
 
-def _registered_names(node: ast.ClassDef | ast.FunctionDef) -> list[str]:
+def _registered_names(node: ast.ClassDef | ast.FunctionDef, decorator: str = "register") -> list[str]:
+    """The names `node` is registered under by `@X.<decorator>("name")`."""
     return [
-        decorator.args[0].value
-        for decorator in node.decorator_list
-        if isinstance(decorator, ast.Call)
-        and isinstance(decorator.func, ast.Attribute)
-        and decorator.func.attr == "register"
-        and decorator.args
-        and isinstance(decorator.args[0], ast.Constant)
+        call.args[0].value
+        for call in node.decorator_list
+        if isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and call.func.attr == decorator
+        and call.args
+        and isinstance(call.args[0], ast.Constant)
     ]
 
 

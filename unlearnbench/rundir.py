@@ -49,7 +49,7 @@ from unlearnbench.geometry_files import (
     geometry_csv,
     read_geometry_csv,
 )
-from unlearnbench.io import write_atomic, write_json_atomic, write_text_atomic, write_yaml_atomic
+from unlearnbench.io import load_yaml, write_atomic, write_json_atomic, write_text_atomic, write_yaml_atomic
 from unlearnbench.records import MalformedRecordError, RequestRecord, RunIdentity, RunSummary
 
 LOCK_FILE = ".lock"
@@ -212,7 +212,7 @@ class RunDirectory:
                 f"{_CONFIG} is missing",
             )
         try:
-            data = yaml.safe_load(path.read_text())
+            data = load_yaml(path.read_text())
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
             raise DamagedIdentityError(
                 f"{path} is not readable YAML ({error}); delete {self.path} to rerun",

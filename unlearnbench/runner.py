@@ -21,6 +21,7 @@ import lightning as L
 import numpy as np
 import torch
 from lightning.fabric.plugins.environments import LightningEnvironment
+from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.strategies import DDPStrategy, Strategy
 from threadpoolctl import threadpool_limits
 from torch import nn
@@ -53,6 +54,18 @@ from unlearnbench.step_loss import StepLossLogger
 from unlearnbench.store import ModelSpec, ModelStore, model_shapes, sha256_bytes
 from unlearnbench.streams.base import Request, RequestStream, StreamError
 from unlearnbench.training import build_model, check_arch_args, train_from_scratch, train_together, trains_together
+
+
+class SafePointEachBatch(Callback):
+    """Each batch of a fit is a safe point (`unlearnbench.interrupt`): a signal whose exception Python dropped
+    (it landed in a weakref callback) stops the fit at the batch, not at the end of the request; at its end too,
+    before Lightning's own check raises its `SIGTERMException` instead, which knows nothing of the request."""
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        raise_if_interrupted()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        raise_if_interrupted()
 
 
 def trainable_vector(model: nn.Module) -> torch.Tensor:
@@ -180,7 +193,7 @@ class Runner:
             enable_model_summary=False,
             enable_progress_bar=False,
             num_sanity_val_steps=0,
-            callbacks=[self.reporter.fit_callback(label), StepLossLogger(), *callbacks],
+            callbacks=[self.reporter.fit_callback(label), StepLossLogger(), SafePointEachBatch(), *callbacks],
         )
 
     def model_spec(self, excluded: np.ndarray, train_seed: int, batched: bool = False) -> ModelSpec:

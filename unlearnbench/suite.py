@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from unlearnbench.config import ConfigError, RunConfig
+from unlearnbench.early_checks import check_data_dir
 from unlearnbench.interrupt import Interrupted
 from unlearnbench.plan import SuiteError, cell_label, check_suite, load_suite, parse_shard, select_shard
 
@@ -97,6 +98,7 @@ def prepare_suite(suite: dict, reporter=None, out: Path | None = None, logger: s
     runners = []
     for i, cell in enumerate(cells, start=1):
         try:
+            check_data_dir(cell.config.data_dir, cell.config.download)  # not in --check: data may live elsewhere
             runners.append(Runner(cell.config, reporter, datasets))
         except (ConfigError, TypeError, ValueError) as error:
             raise SuiteError(f"{cell_label(i, len(cells), cell.config)}: {error}") from error

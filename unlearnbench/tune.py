@@ -50,12 +50,14 @@ import yaml
 from filelock import FileLock
 
 from unlearnbench import __version__
-from unlearnbench.config import ConfigError, Hardware, RunConfig
+from unlearnbench.config import ConfigError, DamagedFileError, Hardware, RunConfig
 from unlearnbench.console import Reporter
 from unlearnbench.data.validation import VALIDATION_FRACTION
+from unlearnbench.early_checks import check_data_dir
 from unlearnbench.evaluation.keys import GAP, gap_keys
 from unlearnbench.evaluation.scoring import avg_gap
 from unlearnbench.hparams import hparams_path
+from unlearnbench.interrupt import raise_if_interrupted
 from unlearnbench.io import write_text_atomic
 from unlearnbench.methods.base import method_arguments
 from unlearnbench.records import RequestRecord
@@ -145,6 +147,7 @@ class TuneSpec:
             raise ConfigError(
                 f"unknown recipe key(s) {', '.join(unknown)}; valid: {', '.join(f.name for f in fields(Recipe))}"
             )
+        check_data_dir(self.data_dir, download=False)
         for seed in self.tune_seeds:
             self.run_config(seed, {}).validate()  # names, output folders
         known = getattr(DATASETS.get(self.dataset), "known_size", None)
@@ -158,7 +161,13 @@ class TuneSpec:
 
     @property
     def storage_url(self) -> str:
-        return self.storage or f"sqlite:///{(self.out / 'studies.db').resolve()}"
+        """`--storage`, else the SQLite file in the tune directory, its path escaped: a `?` or `#` in a folder's name
+        would otherwise start the URL's query, and the database would land outside the folder (shared with others)."""
+        if self.storage:
+            return self.storage
+        from sqlalchemy.engine import URL
+
+        return URL.create("sqlite", database=str((self.out / "studies.db").resolve())).render_as_string(False)
 
     def recipe_epochs(self) -> int:
         return replace(Recipe.for_setting(self.dataset, self.arch), **self.recipe).epochs
@@ -306,6 +315,27 @@ def open_study(spec: TuneSpec):
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     spec.out.mkdir(parents=True, exist_ok=True)
+    if spec.storage is None and (spec.out / "studies.db").is_dir():
+        raise ConfigError(f"{spec.out / 'studies.db'} is a folder, not a study database; move it away")
+    try:
+        return _open_study(spec, optuna)
+    except sqlalchemy_errors().DatabaseError as error:
+        if "not a database" not in str(error):
+            raise
+        raise DamagedFileError(
+            f"{redacted(spec.storage_url)} is not a study database (damaged or another file); move it away to start "
+            "the study anew"
+        ) from None
+
+
+def sqlalchemy_errors():
+    """`sqlalchemy.exc` (Optuna's storage raises its errors), imported where a study is opened."""
+    from sqlalchemy import exc
+
+    return exc
+
+
+def _open_study(spec: TuneSpec, optuna):
     # Two workers opening a new SQLite study at once both create its schema, and one fails on
     # `UNIQUE constraint failed: alembic_version` (seen in CI): the first opening is serialized.
     with FileLock(spec.out / "studies.lock"):
@@ -313,16 +343,28 @@ def open_study(spec: TuneSpec):
             spec.storage_url,
             heartbeat_interval=spec.heartbeat,
             grace_period=2 * spec.heartbeat,
-            failed_trial_callback=optuna.storages.RetryFailedTrialCallback(max_retry=3),
+            heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=3),
         )
     if spec.sampler == "nsga2":
-        sampler = optuna.samplers.NSGAIISampler(
-            population_size=max(2, min(50, spec.trials // 2)), seed=spec.sampler_seed
-        )
+        population = max(2, min(50, spec.trials // 2))
+
+        def make_sampler(seed):
+            return optuna.samplers.NSGAIISampler(population_size=population, seed=seed)
+
         directions = ["minimize", "minimize"]
     else:
-        sampler = optuna.samplers.TPESampler(n_startup_trials=max(1, min(10, spec.trials // 3)), seed=spec.sampler_seed)
+        startup = max(1, min(10, spec.trials // 3))
+
+        def make_sampler(seed):
+            return optuna.samplers.TPESampler(n_startup_trials=startup, seed=seed)
+
         directions = ["minimize"]
+    if spec.sampler_seed is None:  # each worker's sampler draws its own entropy
+        sampler = make_sampler(None)
+    else:  # workers coordinate through the study's trial numbers, not through the seed (`trial_seeds`)
+        from unlearnbench.trial_seeds import TrialSeededSampler
+
+        sampler = TrialSeededSampler(make_sampler, spec.sampler_seed)
     pruner = optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=1) if spec.pruner == "median" else None
     with FileLock(spec.out / "studies.lock"):  # likewise the study's first creation
         return optuna.create_study(
@@ -375,6 +417,7 @@ def tune(spec: TuneSpec, reporter: Reporter, datasets=None) -> Path:
     progress = TuneProgress(reporter, spec)
     with progress:
         while True:
+            raise_if_interrupted()  # a safe point between trials, and while the last ones run elsewhere
             optuna.storages.fail_stale_trials(study)  # a killed worker's trial, once its heartbeat is stale
             fail_unstarted_trials(study, grace_s=max(2 * spec.heartbeat, UNSTARTED_GRACE_S))
             trials = study.get_trials(deepcopy=False)
@@ -670,5 +713,12 @@ def tune_command(argv: list[str]) -> int:
             tune(spec, reporter, datasets)
         except (RuntimeError, OSError) as error:  # no trial completed; storage or disk errors
             print(f"unlearnbench: error: {spec.method}: {error}", file=sys.stderr)
+            return 1
+        except sqlalchemy_errors().SQLAlchemyError as error:  # a read-only, locked or unreachable database
+            reason = " ".join(str(getattr(error, "orig", None) or error).split())[:300]
+            print(
+                f"unlearnbench: error: {spec.method}: study database {redacted(spec.storage_url)}: {reason}",
+                file=sys.stderr,
+            )
             return 1
     return 0

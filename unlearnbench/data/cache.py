@@ -80,6 +80,14 @@ def check_dataset_args(name: str, args: dict) -> dict:
         raise DatasetError(
             f"dataset argument train_size={args['train_size']} is fewer than {name}'s {known.num_classes} classes"
         )
+    if known and args.get("test_size") is not None and args["test_size"] < known.num_classes:
+        # (the subset is class-balanced: one per class is the least that leaves every class a test sample)
+        raise DatasetError(
+            f"dataset argument test_size={args['test_size']} is fewer than {name}'s {known.num_classes} classes: the "
+            f"SVC membership attack and the oracle attacks (LiRA, RMIA) take their non-members from the test samples "
+            f"of the retained classes, and forget_test_acc those of the forgotten ones; give at least "
+            f"{known.num_classes} (one per class)"
+        )
     return {key: value for key, value in args.items() if value != parameters[key][1]}
 
 

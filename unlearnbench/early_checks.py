@@ -1,0 +1,105 @@
+"""The checks of a run's own options that need neither torch nor Lightning: a refused input costs well under 2 s.
+
+Importing the methods (Lightning modules), the datasets and the archs takes seconds, and a typo should not
+wait for it. What can be decided from the options alone is decided here: the names against the registries'
+sources (`Registry.catalog`, nothing imported), the counts, seeds and sizes, the data folder. `RunConfig.validate`
+runs the names and numbers again on every run (a suite's cells and tuning trials do not come through the command
+line) and then the rest, which needs the classes (a method's hyperparameters and their ranges, dataset and arch
+arguments, the stream against the dataset's size). The data folder is checked where data is about to be read
+(`run`, `tune`, a suite that runs), not by `suite --check`, which may run where the data is not.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+
+from unlearnbench.errors import ConfigError, excerpt
+
+#: The run's options that are seeds: the whole one, and the parts that may be set apart (`--train-seed`...).
+SEED_PARTS = ("train_seed", "unlearn_seed", "stream_seed")
+#: The registered name each option of a run names, by option (the registry's attribute in `unlearnbench.registry`).
+NAMED_OPTIONS = {"method": "METHODS", "stream": "STREAMS", "dataset": "DATASETS", "arch": "ARCHS", "logger": "LOGGERS"}
+
+
+def is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def check_run_numbers(values: Mapping[str, object]) -> None:
+    """Counts, seeds and sizes of a run that would fail late, hang or be silently changed; those absent pass."""
+    if "requests" in values:
+        requests = values["requests"]
+        if not is_int(requests):
+            raise ConfigError(f"requests must be a whole number, got {excerpt(requests)}")
+        if requests < 1:
+            raise ConfigError(f"requests must be >= 1, got {excerpt(requests)}")
+    every = values.get("oracle_every", 1)
+    if not is_int(every) or every < 1:
+        raise ConfigError(f"oracle_every must be a whole number >= 1 (1: every request), got {excerpt(every)}")
+    single_shot = values.get("single_shot_every")
+    if single_shot is not None and (not is_int(single_shot) or single_shot < 0):
+        raise ConfigError(f"single_shot_every must be a whole number >= 0 (0: none), got {excerpt(single_shot)}")
+    for name in ("seed", *SEED_PARTS):
+        value = values.get(name, 0 if name == "seed" else None)
+        if (value is not None or name == "seed") and (not is_int(value) or value < 0):
+            raise ConfigError(f"{name} must be a whole number >= 0, got {excerpt(value)}")
+    oracle_seeds = values.get("oracle_seeds", 1)
+    if not is_int(oracle_seeds) or oracle_seeds < 1:
+        raise ConfigError(f"oracle_seeds must be a whole number >= 1, got {excerpt(oracle_seeds)}")
+    size = values.get("size")
+    if size is not None and not (is_number(size) and math.isfinite(size) and size > 0):
+        raise ConfigError(f"size must be a finite number > 0, got {excerpt(size)}")
+    for name in ("download", "save_logits"):
+        if not isinstance(values.get(name, False), bool):
+            raise ConfigError(f"{name} must be true or false, got {excerpt(values[name])}")
+
+
+def check_data_dir(data_dir: str | Path | None, download: bool) -> None:
+    """A data folder given explicitly exists (or `download` will create it): one that points nowhere is a typo,
+    and the datasets' other places (the system's copy of Fashion-MNIST) would be used in silence instead."""
+    if data_dir is None:
+        return
+    path = Path(data_dir).expanduser()
+    if path.is_dir() or (download and not path.exists()):
+        return
+    if path.exists():
+        raise ConfigError(f"--data-dir {data_dir} is not a folder; give the folder that holds the datasets")
+    raise ConfigError(
+        f"--data-dir {data_dir} does not exist; give the folder that holds the datasets, or add --download to "
+        "fetch the dataset into it"
+    )
+
+
+def check_folder_part(kind: str, name: str) -> None:
+    """A registered name becomes part of a run directory's name: one with a path separator (a plugin's entry point
+    named `a/b`, `timm:x/../..`) would put the run directory elsewhere than in `--out`."""
+    if any(separator in name for separator in ("/", "\\", "\0")):
+        raise ConfigError(f"{kind} name {excerpt(name)} holds a path separator; a run directory is named by it")
+
+
+def check_names(values: Mapping[str, object]) -> None:
+    """Each registered name among `values` (`NAMED_OPTIONS`) is a built-in, an installed plugin or a name of an open
+    family (`timm:<model>`, whose model is checked when the arch is built); read from source, nothing imported."""
+    from unlearnbench import registry
+
+    for option, attribute in NAMED_OPTIONS.items():
+        name = values.get(option)
+        if name is None:
+            continue
+        known: registry.Registry = getattr(registry, attribute)
+        if not isinstance(name, str):
+            raise ConfigError(f"{option} must be a name, got {excerpt(name)}")
+        check_folder_part(known.kind, name)
+        family, colon, _ = name.partition(":")
+        if name in known.catalog() or (colon and family in known.families()):
+            continue
+        families = "".join(f", {family}:<name>" for family in known.families())
+        raise ConfigError(
+            f"unknown {known.kind} {excerpt(name)}; choose one of: {', '.join(known.catalog())}{families}"
+        )
