@@ -222,8 +222,10 @@ def test_geometry_is_empty_until_written(tmp_path):
 def test_each_session_records_the_versions_of_the_libraries_its_numbers_depend_on(tmp_path):
     from importlib.metadata import version
 
+    from unlearnbench.provenance import session_record
+
     run_dir = RunDirectory(tmp_path)
-    run_dir.record_session(1)
+    run_dir.record_session(session_record(1))
     versions = run_dir.provenance()["sessions"][0]["versions"]
     for name in ("torch", "lightning", "torchmetrics", "numpy", "scikit-learn", "optuna", "timm"):
         assert versions[name] == version(name)
