@@ -133,7 +133,8 @@ def test_suite_shares_the_store_records_failures_and_resumes(tmp_path, monkeypat
     assert [cell.status for cell in second.cells] == ["already complete", "complete"]
     assert not (failed / "error.json").exists()
     (group,) = second.leaderboard.groups
-    assert [entry.label for entry in group.rows] == [ORACLE_LABEL, ORIGINAL_LABEL, "finetune", "ga"]
+    # one epoch: finetune's default, not ga's, so ga's label names it
+    assert [entry.label for entry in group.rows] == [ORACLE_LABEL, ORIGINAL_LABEL, "finetune", "ga (epochs=1)"]
     assert all(entry.n == 1 for entry in group.rows)
     assert second.leaderboard.files["html"].stat().st_size > 0
 
@@ -218,7 +219,10 @@ def test_a_suite_runs_guarded_methods_beside_unguarded_ones(tmp_path):
     guarded = yaml.safe_load((result.cells[1].run_dir / "config.yaml").read_text())
     assert guarded["guards"][0]["shrink_perturb"]["shrink"] == 0.5
     (group,) = result.leaderboard.groups
-    assert sorted(entry.label for entry in group.entries) == ["finetune", "finetune+shrink_perturb"]
+    assert sorted(entry.label for entry in group.entries) == [
+        "finetune (epochs=1)",
+        "finetune+shrink_perturb (epochs=1)",
+    ]
 
 
 def test_a_settings_guards_apply_to_its_methods_and_a_methods_own_replace_them(tmp_path):
