@@ -199,9 +199,9 @@ def test_the_memorizing_tier_has_its_measured_recipe():
     assert all(f"(seed {seed})" in header for seed in (0, 1, 2))
 
 
-@pytest.mark.parametrize("document", ["README.md", "docs/scale.md"])
+@pytest.mark.parametrize("document", ["docs/guide.md", "docs/scale.md"])
 def test_the_documented_memorizing_tier_command_resolves_to_the_measured_setting(document, tmp_path, monkeypatch):
-    """The command README and docs/scale.md give resolves (nothing loaded) to the setting the recipe measured."""
+    """The command the user guide and docs/scale.md give resolves (nothing loaded) to the setting the recipe measured."""
     import re
     import shlex
     from pathlib import Path

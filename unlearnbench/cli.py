@@ -145,7 +145,7 @@ def _check_early(argv: list[str]) -> None:
     check_data_dir(given.get("data_dir"), download is True)
 
 
-#: `--dataset.train_size 100` and `--arch.width 16` (as issue and README spell them) are parsed as
+#: `--dataset.train_size 100` and `--arch.width 16` (as issues and older docs spell them) are parsed as
 #: `--dataset_args.train_size` / `--arch_args.width`: `--dataset` itself is already the dataset's name.
 ARGUMENT_GROUPS = {"--dataset.": "--dataset_args.", "--arch.": "--arch_args."}
 

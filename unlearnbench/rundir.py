@@ -1,6 +1,6 @@
 """The run directory: everything one run produced, enough to resume it and to rebuild any table.
 
-Layout (documented in the README): `config.yaml`, `manifest.json`, `labels.npz`,
+Layout (documented in docs/guide.md, "The run directory"): `config.yaml`, `manifest.json`, `labels.npz`,
 `metrics.jsonl` (one row per finished request), `history.csv`, `summary.json`, `provenance.json`,
 `logits/t###.npz` (with `--save-logits`), `state/t###.pt` (the method after request t) and, for a
 suite cell that failed, `error.json`; `updates.f32`, `updates.json` and `geometry.csv` are
