@@ -86,6 +86,14 @@ def build_model(arch: str, dataset: ImageDataset, arch_args: dict | None = None)
     return factory(num_classes=dataset.num_classes, in_channels=channels, input_size=height, **(arch_args or {}))
 
 
+def recipe_optimization(parameters, recipe: Recipe) -> dict:
+    """A recipe's optimization, as Lightning's `configure_optimizers` returns it: SGD with the recipe's lr, momentum
+    and weight decay, the lr annealed by a cosine over its epochs (one model's fit or several trained together)."""
+    optimizer = torch.optim.SGD(parameters, lr=recipe.lr, momentum=recipe.momentum, weight_decay=recipe.weight_decay)
+    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=recipe.epochs)
+    return {"optimizer": optimizer, "lr_scheduler": scheduler}
+
+
 class SupervisedClassifier(LeanModule):
     """Cross-entropy training of one model with a `Recipe`."""
 
@@ -101,14 +109,7 @@ class SupervisedClassifier(LeanModule):
         return F.cross_entropy(self(batch.x), batch.y)
 
     def configure_optimizers(self):
-        optimizer = torch.optim.SGD(
-            self.model.parameters(),
-            lr=self.recipe.lr,
-            momentum=self.recipe.momentum,
-            weight_decay=self.recipe.weight_decay,
-        )
-        scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=self.recipe.epochs)
-        return {"optimizer": optimizer, "lr_scheduler": scheduler}
+        return recipe_optimization(self.model.parameters(), self.recipe)
 
 
 #: The largest model (in parameters) trained in a group by `train_together`, and the fewest intra-op threads
@@ -180,14 +181,7 @@ class EnsembleClassifier(LeanModule):
         return torch.func.vmap(self.model_loss)(parameters, batch.x, batch.y).sum()
 
     def configure_optimizers(self):
-        optimizer = torch.optim.SGD(
-            self.stacked.parameters(),
-            lr=self.recipe.lr,
-            momentum=self.recipe.momentum,
-            weight_decay=self.recipe.weight_decay,
-        )
-        scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=self.recipe.epochs)
-        return {"optimizer": optimizer, "lr_scheduler": scheduler}
+        return recipe_optimization(self.stacked.parameters(), self.recipe)
 
     def state_dicts(self) -> list[dict[str, Tensor]]:
         """Each model's weights, as its own `state_dict`."""
