@@ -100,11 +100,11 @@ num_train, num_test = len(runner.dataset.train), len(runner.dataset.test)
 train_model, logits = runner.trained_model, runner.logits
 
 
-def timed_trained_model(excluded, label, train_seed=None):
+def timed_trained_model(excluded, label, train_seed=None, batched=False):
     before = runner.store.trained
     sync()
     start = time.perf_counter()
-    model = train_model(excluded, label, train_seed)
+    model = train_model(excluded, label, train_seed, batched)
     sync()
     if runner.store.trained > before:  # trained now, not read from the store
         entry = timed["oracle training"]

@@ -48,6 +48,9 @@ def test_known_size_is_the_loaded_size(tmp_path):
 
 def test_real_subset_pretrains_above_80_percent_and_oracles_forget_their_classes(tmp_path):
     out = tmp_path / "runs"
+    (
+        tmp_path / "empty"
+    ).mkdir()  # an empty --data-dir: read from the package's folder (one that is not there is refused)
     argv = ["run", "--method", "ga", "--dataset", "fashionmnist", "--data-dir", str(tmp_path / "empty")]
     argv += ["--dataset.train_size", str(TRAIN_SIZE), "--dataset.test_size", str(TEST_SIZE)]
     argv += ["--arch.pools", "2", "--stream", "classwise", "--requests", "3", "--oracle", "retrain"]
@@ -89,6 +92,7 @@ def test_mlp_tier_memorizes_so_a_random_forget_set_has_something_to_remove(tmp_p
     Measured: train 99.9%, test 79.8%; on the forget set the original 100%, the oracle 82%; ~20 CPU-seconds.
     """
     out = tmp_path / "runs"
+    (tmp_path / "empty").mkdir()  # an empty --data-dir: read from the package's folder
     argv = ["run", "--method", "finetune", "--dataset", "fashionmnist", "--data-dir", str(tmp_path / "empty")]
     argv += ["--dataset.train_size", str(MLP_TRAIN), "--dataset.test_size", str(MLP_TEST), "--dataset.augment", "false"]
     argv += ["--arch", "mlp", "--stream", "random", "--requests", "1", "--size", "0.05", "--oracle", "retrain"]

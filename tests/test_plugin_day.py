@@ -122,7 +122,7 @@ def test_a_plugin_with_a_teacher_survives_kill_resume_edit_and_breakage(tmp_path
     edited = unlearnbench(site, *argv)
     assert edited.returncode == 0
     assert edited.stderr.startswith("unlearnbench: note: the method's code changed since ")
-    assert "source_sha256" in edited.stderr and "choose another --out" in edited.stderr
+    assert "(kd_plugin changed)" in edited.stderr and "choose another --out" in edited.stderr  # names the module
     assert edited.stderr.count("\n") == 1
 
     module.write_text("import a_module_nobody_has\n" + module.read_text())
