@@ -207,23 +207,28 @@ def train_together(
     would (its global seed before it is built, its loader's seed), so it equals that lone fit's model up
     to float rounding. For archs `trains_together` accepts.
     """
-    models, loaders = [], []
-    for seed in seeds:
-        L.seed_everything(seed, verbose=False)
-        models.append(build_model(arch, dataset, arch_args))
-        loaders.append(
-            dataset.loader(
-                dataset.train,
-                torch.as_tensor(indices, dtype=torch.long),
-                recipe.batch_size,
-                augment=True,
-                shuffle=True,
-                seed=seed,
-            )
-        )
-    ensemble = EnsembleClassifier(models, recipe)
-    make_trainer(recipe.epochs).fit(ensemble, train_dataloaders=StackedBatches(loaders))
+    starts = [_seeded_start(dataset, arch, recipe, indices, seed, arch_args) for seed in seeds]
+    ensemble = EnsembleClassifier([model for model, _ in starts], recipe)
+    make_trainer(recipe.epochs).fit(ensemble, train_dataloaders=StackedBatches([loader for _, loader in starts]))
     return ensemble.state_dicts()
+
+
+def _seeded_start(
+    dataset: ImageDataset, arch: str, recipe: Recipe, indices: np.ndarray, seed: int, arch_args: dict | None
+) -> tuple[nn.Module, object]:
+    """A fit's starting point from `seed`: the global seed set, then the freshly initialized model, then its shuffled
+    loader over `indices` (in this order, so a lone fit and a model of a batched one start alike)."""
+    L.seed_everything(seed, verbose=False)
+    model = build_model(arch, dataset, arch_args)
+    loader = dataset.loader(
+        dataset.train,
+        torch.as_tensor(indices, dtype=torch.long),
+        recipe.batch_size,
+        augment=True,
+        shuffle=True,
+        seed=seed,
+    )
+    return model, loader
 
 
 def train_from_scratch(
@@ -236,15 +241,6 @@ def train_from_scratch(
     arch_args: dict | None = None,
 ) -> nn.Module:
     """Train a freshly initialized `arch` on `indices` of the train split; seeded, so reproducible."""
-    L.seed_everything(seed, verbose=False)
-    model = build_model(arch, dataset, arch_args)
-    loader = dataset.loader(
-        dataset.train,
-        torch.as_tensor(indices, dtype=torch.long),
-        recipe.batch_size,
-        augment=True,
-        shuffle=True,
-        seed=seed,
-    )
+    model, loader = _seeded_start(dataset, arch, recipe, indices, seed, arch_args)
     make_trainer(recipe.epochs).fit(SupervisedClassifier(model, recipe), train_dataloaders=loader)
     return model.eval()
