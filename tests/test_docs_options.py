@@ -17,14 +17,16 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 OPTION = re.compile(r"(?<![\w-])--[a-zA-Z][\w.-]*\w")
 
 #: Options in the docs that are not unlearnbench's: other tools' and the scripts' under benchmarks/ (each with its
-#: own argparse), the README's example of a refused spelling, and docs/extending.md's example method.
+#: own argparse), the user guide's example of a refused spelling, and docs/extending.md's example method.
 FOREIGN = {
     "--dist": "pytest-xdist",
     "--index-url": "pip",
     "--ipc": "docker",
     **dict.fromkeys(("--array", "--cpus-per-task", "--gpus", "--gres", "--nodes", "--ntasks-per-node"), "SLURM"),
-    **dict.fromkeys(("--tier", "--seeds", "--backward", "--dataset-args", "--cpu-check", "--epochs"), "benchmarks/"),
-    "--salun.lr": "README: the flat spelling, refused with one line naming --salun.optim.lr",
+    **dict.fromkeys(
+        ("--tier", "--seeds", "--only", "--backward", "--dataset-args", "--cpu-check", "--epochs"), "benchmarks/"
+    ),
+    "--salun.lr": "the user guide: the flat spelling, refused with one line naming --salun.optim.lr",
     "--my_method.share": "docs/extending.md's example method",
 }
 
