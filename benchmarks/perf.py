@@ -24,6 +24,9 @@ measured in the same script, interleaved, median of the repeats):
        P7c pretraining the small CNN (`--arch.pools 2`, its recipe, 1 epoch)          [<= 1.10]
 - P8   K = 16 oracles of the memorizing tier's `mlp` (its recipe, 2 epochs) in one batched fit
        (`training.train_together`) / the same 16 fitted one by one (`train_from_scratch`), default threads [<= 0.5]
+- P9   the gradient statistics of Fisher forgetting and IU on the tier's `mlp` (1,024 samples, one thread), with
+       linear layers' per-sample gradients factored (`methods.sample_gradients`) / materialized by `torch.func`:
+       P9a the diagonal Fisher (Σ (g + ε)²), P9b IU's H⁻¹v (Gram matrix, G v, Gᵀc)         [<= 0.10]
 - S1/S2 `unlearnbench --help` / `unlearnbench list` wall time                          [< 1.5 s]
 - S3   a refused `run` (unknown method, `--requests 0`, a config file that is not YAML, a `--data-dir` that does
        not exist), the slowest of them: wall time, the import of the runner beside it   [< 2 s]
@@ -384,6 +387,55 @@ def p8_together(root: Path, repeats: int) -> None:
     report("P8", "16 mlp oracles: one batched fit / 16 lone fits", ratio, "<= 0.50", ratio <= 0.5, spread)
 
 
+def p9_sample_gradients(repeats: int) -> None:
+    from unlearnbench.methods.gradients import per_sample_gradients
+    from unlearnbench.methods.sample_gradients import SampleGradients, inverse_fisher_product, sample_gradients
+    from unlearnbench.registry import ARCHS
+
+    torch.manual_seed(0)
+    model = ARCHS.get("mlp")(num_classes=10, in_channels=1, input_size=28).eval()
+    images, labels = torch.randn(1024, 1, 28, 28), torch.randint(0, 10, (1024,))
+    batches = [(images[i : i + 64], labels[i : i + 64]) for i in range(0, 1024, 64)]
+    vector = torch.randn(sum(p.numel() for p in model.parameters()))
+
+    def materialized(x, y) -> SampleGradients:
+        dense = per_sample_gradients(model, x, y)
+        return SampleGradients({name: g.shape[1:] for name, g in dense.items()}, {}, dense)
+
+    def timed(statistic):
+        def measure(_repeat: int) -> float:
+            start = time.perf_counter()
+            statistic()
+            return time.perf_counter() - start
+
+        return measure
+
+    def fisher(gradients):
+        return timed(lambda: [gradients(x, y).squared_sum(1e-8) for x, y in batches])
+
+    def influence(gradients):
+        return timed(
+            lambda: inverse_fisher_product(SampleGradients.cat([gradients(x, y) for x, y in batches]), vector, 1024)
+        )
+
+    with threadpool_limits(limits=1):
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            for key, what, statistic in (
+                ("P9a", "Fisher diagonal", fisher),
+                ("P9b", "IU's H⁻¹v", influence),
+            ):
+                ratios = _alternating_ratios(
+                    statistic(partial(sample_gradients, model)), statistic(materialized), repeats
+                )
+                ratio = statistics.median(ratios)
+                spread = f"repeats {min(ratios):.3f}..{max(ratios):.3f}"
+                report(key, f"{what}, 1,024 samples: factored / torch.func", ratio, "<= 0.10", ratio <= 0.1, spread)
+        finally:
+            torch.set_num_threads(threads)
+
+
 def startup() -> None:
     for key, argv in (("S1", ["--help"]), ("S2", ["list"])):
         best = _wall_seconds(argv)
@@ -437,6 +489,7 @@ def main() -> int:
         "P6": lambda root: p6_bookkeeping(root, args.repeats),
         "P7": lambda root: p7_memorizing(root, args.repeats),
         "P8": lambda root: p8_together(root, args.repeats),
+        "P9": lambda root: p9_sample_gradients(args.repeats),
     }
     print(f"{'key':4} {'measure':58} {'value':>9}  {'target':9} result")
     with tempfile.TemporaryDirectory() as folder:

@@ -4,17 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import torch
-
 from unlearnbench.methods.base import WeightEdit
-from unlearnbench.methods.gradients import (
-    add_flat_,
-    flat,
-    inverse_fisher_product,
-    per_sample_gradients,
-    summed_gradient,
-    trainable,
-)
+from unlearnbench.methods.gradients import add_flat_, summed_gradient, trainable
+from unlearnbench.methods.sample_gradients import SampleGradients, inverse_fisher_product, sample_gradients
 from unlearnbench.ranges import AT_LEAST_ONE, NON_NEGATIVE, ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import Float, space
@@ -31,7 +23,7 @@ class Influence(WeightEdit):
     (`arg_parser.py` default `--alpha`; its scripts pass α per setting). Where we differ: the reference's recursion
     skips its first sample and keeps one running vector (`o_vec`) in place of H_{m−1}⁻¹g_m for every later sample,
     which is not the inverse of any H; here H⁻¹v is exact (tested against an explicit inverse), at the cost of
-    storing N per-sample gradients (`torch.func`).
+    storing N per-sample gradients (as factors where a layer is linear: `unlearnbench.methods.sample_gradients`).
 
     Args:
         alpha: step α along H⁻¹v.
@@ -51,6 +43,6 @@ class Influence(WeightEdit):
         retain, n_r = summed_gradient(model, self.batches("retain"))
         v = forget / (n_f + n_r) - retain * n_f / ((n_f + n_r) * n_r)
         hessian_batches = self.batches("retain", self.request.retain[: h.samples])
-        grads = torch.cat([flat(per_sample_gradients(model, b.x, b.y)) for b in hessian_batches])
+        grads = SampleGradients.cat([sample_gradients(model, b.x, b.y) for b in hessian_batches])
         step = h.alpha * inverse_fisher_product(grads, v, h.samples)
         add_flat_(trainable(model).values(), step)
