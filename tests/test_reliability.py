@@ -21,6 +21,7 @@ import yaml
 
 from tests.conftest import FAST_RECIPE, tiny_config
 from unlearnbench import rundir as rundir_module
+from unlearnbench import runner as runner_module
 from unlearnbench.cli import main
 from unlearnbench.config import ConfigError
 from unlearnbench.evaluation.keys import TIMING_KEYS
@@ -29,6 +30,7 @@ from unlearnbench.report.leaderboard import build_leaderboard, collect_runs
 from unlearnbench.rundir import RunDirectory, RunDirectoryBusyError, UntrustedCheckpointError
 from unlearnbench.runner import Runner
 from unlearnbench.store import ModelSpec, ModelStore, TrainingDivergedError, sha256_bytes
+from unlearnbench.training import ORACLE_REFITS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -600,6 +602,53 @@ def test_pretraining_that_diverges_is_one_line_exit_2(tmp_path, capsys):
     assert exit_info.value.code == 2
     assert "diverged (non-finite weights)" in _one_error_line(capsys)
     assert not list((tmp_path / "out" / "store").glob("*.pt"))
+
+
+def _diverging_below(monkeypatch, lr_that_trains: float) -> list[tuple[int, float]]:
+    """`train_from_scratch` as the runner calls it, its weights made NaN where it leaves samples out at an lr above
+    `lr_that_trains`; returns the (samples kept, lr) of every fit."""
+    fits, real = [], runner_module.train_from_scratch
+
+    def fit(dataset, arch, recipe, indices, *args, **kwargs):
+        fits.append((len(indices), recipe.lr))
+        model = real(dataset, arch, recipe, indices, *args, **kwargs)
+        if recipe.lr > lr_that_trains and len(indices) < len(dataset.train):
+            with torch.no_grad():
+                next(model.parameters()).fill_(float("nan"))
+        return model
+
+    monkeypatch.setattr(runner_module, "train_from_scratch", fit)
+    return fits
+
+
+def test_an_oracle_fit_that_diverges_is_refitted_at_half_the_lr_with_one_warning(tmp_path, monkeypatch, caplog):
+    runner = Runner(tiny_config(tmp_path / "runs", tmp_path / "store", "finetune", requests=1))
+    lr = runner.recipe.lr
+    runner.pretrained_model()
+    fits = _diverging_below(monkeypatch, lr / 3)  # lr and lr/2 diverge, lr/4 trains
+    oracle = runner.oracle(runner.stream.select(1), 0)
+    assert [fit_lr for _, fit_lr in fits] == [lr, lr / 2, lr / 4]
+    assert all(torch.isfinite(p).all() for p in oracle.parameters())
+    warnings = [r.getMessage() for r in caplog.records if "diverged" in r.getMessage()]
+    assert warnings == [
+        f"oracle 1/1 (retraining) diverged at lr {lr:g}; refitting it from the same start at lr {lr / 2:g}",
+        f"oracle 1/1 (retraining) diverged at lr {lr / 2:g}; refitting it from the same start at lr {lr / 4:g}",
+    ]
+    # the refitted oracle is the one stored: a second runner loads it without a fit
+    fits.clear()
+    again = Runner(tiny_config(tmp_path / "runs", tmp_path / "store", "finetune", requests=1))
+    loaded = again.oracle(again.stream.select(1), 0)
+    assert fits == [] and all(torch.equal(a, b) for a, b in zip(oracle.parameters(), loaded.parameters(), strict=True))
+
+
+def test_an_oracle_that_diverges_at_every_refit_is_refused_by_the_store(tmp_path, monkeypatch):
+    runner = Runner(tiny_config(tmp_path / "runs", tmp_path / "store", "finetune", requests=1))
+    runner.pretrained_model()
+    fits = _diverging_below(monkeypatch, 0.0)
+    with pytest.raises(TrainingDivergedError, match=r"an oracle \(\d+ samples left out\)"):
+        runner.oracle(runner.stream.select(1), 0)
+    assert len(fits) == 1 + ORACLE_REFITS
+    assert not list((tmp_path / "store").glob("*.pt"))[1:]  # the pretrained model alone
 
 
 # ------------------------------------------------------------------------------------ leaderboard damage

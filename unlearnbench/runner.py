@@ -53,7 +53,15 @@ from unlearnbench.seeds import attack_seed, derived_seed
 from unlearnbench.step_loss import StepLossLogger
 from unlearnbench.store import ModelSpec, ModelStore, model_shapes, sha256_bytes
 from unlearnbench.streams.base import Request, RequestStream, StreamError
-from unlearnbench.training import build_model, check_arch_args, train_from_scratch, train_together, trains_together
+from unlearnbench.training import (
+    Recipe,
+    build_model,
+    check_arch_args,
+    refit_until_finite,
+    train_from_scratch,
+    train_together,
+    trains_together,
+)
 
 
 class SafePointEachBatch(Callback):
@@ -224,9 +232,15 @@ class Runner:
                 return self.train_models_together([spec], keep, label)[0]
             seed = derived_seed(train_seed, 0)
             make_trainer = partial(self.trainer, label=label)
-            return train_from_scratch(
-                self.dataset, self.config.arch, self.recipe, keep, seed, make_trainer, spec.arch_args
-            ).state_dict()
+
+            def fit(recipe: Recipe) -> nn.Module:
+                return train_from_scratch(
+                    self.dataset, self.config.arch, recipe, keep, seed, make_trainer, spec.arch_args
+                )
+
+            if not len(excluded):  # a pretraining recipe that diverges is the user's to fix: the store says how
+                return fit(self.recipe).state_dict()
+            return refit_until_finite(fit, self.recipe, label).state_dict()
 
         model = build_model(self.config.arch, self.dataset, spec.arch_args)
         model.load_state_dict(self.nodes.get_or_train(self.store, spec, train, model_shapes(model)))
