@@ -6,8 +6,14 @@ import pytest
 import torch
 from torch import nn
 
-from unlearnbench.methods.gradients import per_sample_gradients
-from unlearnbench.methods.sample_gradients import sample_gradients
+from unlearnbench.data.base import Batch
+from unlearnbench.methods.gradients import diagonal_fisher, flat, inverse_fisher_product, per_sample_gradients
+from unlearnbench.methods.sample_gradients import (
+    SampleGradients,
+    fisher_diagonal,
+    sample_gradients,
+    woodfisher_inverse_product,
+)
 from unlearnbench.registry import ARCHS
 
 
@@ -61,14 +67,15 @@ def test_factored_statistics_equal_the_materialized_per_sample_gradients(name):
 
 @pytest.mark.parametrize("name", ARCHS.names())
 def test_every_archs_factored_layers_have_the_materialized_gradients(name):
-    """Each arch's factored weights (its linear layers on flat features) against `torch.func` on them alone."""
+    """Each arch's factored weights (its linear layers on flat features) against `torch.func`."""
     model, x, y = _model(name)
     grads = sample_gradients(model, x[:3], y[:3])
     classifier = next(path for path, m in model.named_modules() if m is model.get_classifier())
     assert f"{classifier}.weight" in grads.factors  # every arch ends in a linear classifier on flat features
-    dense = per_sample_gradients(model, x[:3], y[:3], list(grads.factors))
+    dense = per_sample_gradients(model, x[:3], y[:3])
     squared = grads.squared_sum(1e-3)
-    for key, expected in dense.items():
+    for key in grads.factors:
+        expected = dense[key]
         torch.testing.assert_close(squared[key], (expected + 1e-3).pow(2).sum(0))
 
 
@@ -78,3 +85,18 @@ def test_the_mlps_linear_layers_are_factored_and_the_unfactorable_ones_are_not()
     assert set(grads.factors) == {n for n, _ in mlp.named_parameters() if n.endswith("weight")}
     mixed = sample_gradients(TwiceAndSequence().eval(), torch.randn(3, 6), torch.arange(3))
     assert set(mixed.factors) == {"no_bias.weight"}  # called twice, on a sequence, tied: materialized
+
+
+@pytest.mark.parametrize("name", SMALL)
+def test_fisher_and_ius_statistics_equal_their_materialized_references(name):
+    """`fisher_diagonal` and `woodfisher_inverse_product` against `gradients.diagonal_fisher` and
+    `gradients.inverse_fisher_product`, which materialize every per-sample gradient (the previous implementation)."""
+    model, x, y = _model(name)
+    batches = [Batch(x[:5], y[:5], torch.arange(5)), Batch(x[5:], y[5:], torch.arange(5, len(x)))]
+    expected = diagonal_fisher(model, batches)
+    for key, value in fisher_diagonal(model, batches).items():
+        torch.testing.assert_close(value, expected[key])
+    grads = SampleGradients.cat([sample_gradients(model, b.x, b.y) for b in batches])
+    dense = torch.cat([flat(per_sample_gradients(model, b.x, b.y)) for b in batches])
+    v = torch.randn(dense.shape[1], dtype=torch.float64)
+    torch.testing.assert_close(woodfisher_inverse_product(grads, v, 7), inverse_fisher_product(dense, v, 7))

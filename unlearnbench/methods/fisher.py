@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 
 from unlearnbench.methods.base import WeightEdit
-from unlearnbench.methods.sample_gradients import diagonal_fisher
+from unlearnbench.methods.sample_gradients import fisher_diagonal
 from unlearnbench.ranges import NON_NEGATIVE, ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import Float, space
@@ -47,7 +47,7 @@ class Fisher(WeightEdit):
 
     def unlearn(self, fit: Callable[[int], None]) -> None:
         model, h = self.model.eval(), self.hparams
-        fisher = diagonal_fisher(model, self.batches("retain"))
+        fisher = fisher_diagonal(model, self.batches("retain"))
         with torch.no_grad():
             for name, p in model.named_parameters():
                 if name in fisher:

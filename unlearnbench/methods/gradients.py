@@ -24,20 +24,21 @@ def trainable(model: nn.Module) -> dict[str, Tensor]:
     return {name: p for name, p in model.named_parameters() if p.requires_grad}
 
 
-def per_sample_gradients(
-    model: nn.Module, x: Tensor, y: Tensor, names: Iterable[str] | None = None
-) -> dict[str, Tensor]:
-    """∇θ CE(f(x_i), y_i) for each sample i: name -> (B, *shape) of the trainable parameters named (default all)."""
-    every = {name: p.detach() for name, p in trainable(model).items()}
-    params = every if names is None else {name: every[name] for name in names}
-    fixed = {name: p for name, p in every.items() if name not in params}
+def per_sample_gradients(model: nn.Module, x: Tensor, y: Tensor) -> dict[str, Tensor]:
+    """∇θ CE(f(x_i), y_i) for each sample i: name -> (B, *shape) of every trainable parameter."""
+    params = {name: p.detach() for name, p in trainable(model).items()}
     buffers = dict(model.named_buffers())
 
     def sample_loss(params: dict[str, Tensor], x: Tensor, y: Tensor) -> Tensor:
-        logits = functional_call(model, (params, fixed, buffers), (x.unsqueeze(0),))
+        logits = functional_call(model, (params, buffers), (x.unsqueeze(0),))
         return F.cross_entropy(logits, y.unsqueeze(0))
 
     return vmap(grad(sample_loss), in_dims=(None, 0, 0))(params, x, y)
+
+
+def flat(gradients: dict[str, Tensor]) -> Tensor:
+    """(B, d): per-sample gradients flattened in parameter order."""
+    return torch.cat([g.flatten(1) for g in gradients.values()], dim=1)
 
 
 def summed_gradient(model: nn.Module, batches: Iterable[Batch]) -> tuple[Tensor, int]:
@@ -100,6 +101,29 @@ def on_device(batches: Iterable[Batch], device: torch.device) -> Iterator[Batch]
     """`batches` with images and labels moved to `device` (indices stay where the loader keeps them)."""
     for b in batches:
         yield b._replace(x=b.x.to(device), y=b.y.to(device))
+
+
+def diagonal_fisher(model: nn.Module, batches: Iterable[Batch], eps: float = 1e-8) -> dict[str, Tensor]:
+    """F = mean over samples of (∇θ log p(y|x) + eps)², from per-sample gradients (the reference's eps)."""
+    total, count = None, 0
+    for batch in batches:
+        squared = {name: (g + eps).pow(2).sum(0) for name, g in per_sample_gradients(model, batch.x, batch.y).items()}
+        total = squared if total is None else {name: total[name] + value for name, value in squared.items()}
+        count += len(batch.y)
+    return {name: value / count for name, value in total.items()}
+
+
+def inverse_fisher_product(grads: Tensor, v: Tensor, n: int) -> Tensor:
+    """H⁻¹v for H = I + (1/n)·Σ_m g_m g_mᵀ, g_m the rows of `grads` (exact, float64 solve).
+
+    H is what the reference's Sherman–Morrison recursion builds, one rank-1 update g gᵀ/n per
+    sample from H₀ = I; those updates compose to the Woodbury identity used here,
+    H⁻¹ = I − Gᵀ(nI + GGᵀ)⁻¹G, which costs one m×m solve instead of m sequential passes.
+    """
+    gram = (grads @ grads.T).double()
+    system = n * torch.eye(len(grads), dtype=torch.float64, device=grads.device) + gram
+    coefficients = torch.linalg.solve(system, (grads @ v).double())
+    return v - grads.T @ coefficients.to(grads.dtype)
 
 
 def nash_bargaining(g_r: Tensor, g_f: Tensor, eps: float = 1e-8) -> tuple[float, float] | None:

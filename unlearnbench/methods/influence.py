@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from unlearnbench.methods.base import WeightEdit
 from unlearnbench.methods.gradients import add_flat_, summed_gradient, trainable
-from unlearnbench.methods.sample_gradients import SampleGradients, inverse_fisher_product, sample_gradients
+from unlearnbench.methods.sample_gradients import SampleGradients, sample_gradients, woodfisher_inverse_product
 from unlearnbench.ranges import AT_LEAST_ONE, NON_NEGATIVE, ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import Float, space
@@ -44,5 +44,5 @@ class Influence(WeightEdit):
         v = forget / (n_f + n_r) - retain * n_f / ((n_f + n_r) * n_r)
         hessian_batches = self.batches("retain", self.request.retain[: h.samples])
         grads = SampleGradients.cat([sample_gradients(model, b.x, b.y) for b in hessian_batches])
-        step = h.alpha * inverse_fisher_product(grads, v, h.samples)
+        step = h.alpha * woodfisher_inverse_product(grads, v, h.samples)
         add_flat_(trainable(model).values(), step)

@@ -158,13 +158,14 @@ def sample_gradients(model: nn.Module, x: Tensor, y: Tensor) -> SampleGradients:
         if bias is not None and bias.requires_grad and id(bias) not in shared:
             dense[f"{prefix}bias"] = delta
     rest = [name for name in params if name not in factors and name not in dense]
-    if rest:
-        dense.update(per_sample_gradients(model, x, y, rest))
+    if rest:  # torch.func over every parameter, the factored ones' few dense copies dropped
+        dense.update({name: g for name, g in per_sample_gradients(model, x, y).items() if name in rest})
     return SampleGradients({name: p.shape for name, p in params.items()}, factors, dense)
 
 
-def diagonal_fisher(model: nn.Module, batches: Iterable[Batch], eps: float = 1e-8) -> dict[str, Tensor]:
-    """F = mean over samples of (∇θ log p(y|x) + eps)², from per-sample gradients (the reference's eps)."""
+def fisher_diagonal(model: nn.Module, batches: Iterable[Batch], eps: float = 1e-8) -> dict[str, Tensor]:
+    """F = mean over samples of (∇θ log p(y|x) + eps)², from per-sample gradients (the reference's eps): the statistic
+    of `unlearnbench.methods.gradients.diagonal_fisher`, which materializes them and is its tested reference."""
     total, count = None, 0
     for batch in batches:
         squared = sample_gradients(model, batch.x, batch.y).squared_sum(eps)
@@ -173,13 +174,14 @@ def diagonal_fisher(model: nn.Module, batches: Iterable[Batch], eps: float = 1e-
     return {name: value / count for name, value in total.items()}
 
 
-def inverse_fisher_product(grads: SampleGradients, v: Tensor, n: int) -> Tensor:
+def woodfisher_inverse_product(grads: SampleGradients, v: Tensor, n: int) -> Tensor:
     """H⁻¹v for H = I + (1/n)·Σ_m g_m g_mᵀ, g_m the per-sample gradients of `grads` (exact, float64 solve).
 
     H is what the reference's Sherman–Morrison recursion builds, one rank-1 update g gᵀ/n per
     sample from H₀ = I; those updates compose to the Woodbury identity used here,
     H⁻¹ = I − Gᵀ(nI + GGᵀ)⁻¹G, which costs one m×m solve instead of m sequential passes (and, with
-    `SampleGradients`' factors, never forms G itself).
+    `SampleGradients`' factors, never forms G itself). `unlearnbench.methods.gradients.inverse_fisher_product` is
+    the same on a materialized G, and its tested reference.
     """
     system = n * torch.eye(grads.samples, dtype=torch.float64, device=v.device) + grads.gram().double()
     coefficients = torch.linalg.solve(system, grads.dot(v).double())
