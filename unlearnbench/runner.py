@@ -535,7 +535,9 @@ class Runner:
             if not damage.rebuilt:
                 raise damage.error
         self.current_request = len(rows) + 1
-        self.method_code = method_code(type(self.method), [*map(type, self.guards), *user_metric_code()])
+        self.method_code = method_code(
+            type(self.method), [*self.method.code_parts(), *map(type, self.guards), *user_metric_code()]
+        )
         self.method_code_change = method_code_change(run_dir.recorded_method_code(), self.method_code) if rows else None
         if self.method_code_change and len(rows) < config.requests and not _diverged(rows):
             raise MethodCodeChangedError(
