@@ -24,6 +24,8 @@ measured in the same script, interleaved, median of the repeats):
        P7c pretraining the small CNN (`--arch.pools 2`, its recipe, 1 epoch)          [<= 1.10]
 - P8   K = 16 oracles of the memorizing tier's `mlp` (its recipe, 2 epochs) in one batched fit
        (`training.train_together`) / the same 16 fitted one by one (`train_from_scratch`), default threads [<= 0.5]
+- P9   a suite's peak RSS growth per cell (16 cells of the memorizing tier against 4): a finished cell's runner
+       is freed                                                                       [<= 2 MB]
 - S1/S2 `unlearnbench --help` / `unlearnbench list` wall time                          [< 1.5 s]
 - S3   a refused `run` (unknown method, `--requests 0`, a config file that is not YAML, a `--data-dir` that does
        not exist), the slowest of them: wall time, the import of the runner beside it   [< 2 s]
@@ -384,6 +386,39 @@ def p8_together(root: Path, repeats: int) -> None:
     report("P8", "16 mlp oracles: one batched fit / 16 lone fits", ratio, "<= 0.50", ratio <= 0.5, spread)
 
 
+#: P9's suite: the memorizing tier's `mlp`, T = 2 class-wise, one epoch a fit; 4 methods x `unlearn_seeds` chains,
+#: every cell on the one pretrained model and its oracles (trained by the warm-up suite), so cells only unlearn.
+P9_SUITE = """
+import json, sys
+from pathlib import Path
+from unlearnbench.suite import run_suite
+root, chains = Path(sys.argv[1]), int(sys.argv[2])
+common = {"dataset": "fashionmnist", "dataset_args": {"train_size": 10000, "test_size": 2000, "augment": False},
+          "arch": "mlp", "requests": 2, "recipe": {"epochs": 1}, "logger": "csv", "accelerator": "cpu"}
+methods = [{m: {"optim": {"epochs": 1}}} for m in ("finetune", "ga", "rl", "salun")]
+run_suite({"out": str(root / f"chains{chains}"), "store": str(root / "store"), "common": common, "methods": methods,
+           "streams": [{"stream": "classwise", "size": 1}], "unlearn_seeds": chains, "leaderboard": False})
+status = Path("/proc/self/status").read_text().splitlines()
+print(int(next(line for line in status if line.startswith("VmHWM")).split()[1]) / 1024)
+"""
+
+
+def p9_suite_memory(root: Path) -> None:
+    """A suite's memory does not grow with its cells: the peak RSS of a suite of 4 x 4 cells minus that of 4 x 1
+    cells, per extra cell (each cell's runner, with its method, models, Trainers and data views, freed when the
+    cell is done; kept to the end of the suite, they grew a 27-cell suite from 1.8 to 3.7 GB)."""
+
+    def peak(chains: int) -> float:
+        command = [sys.executable, "-c", P9_SUITE, str(root / "p9"), str(chains)]
+        return float(subprocess.run(command, check=True, capture_output=True, text=True).stdout.split()[-1])
+
+    peak(1)  # warm-up: trains the pretrained model and its oracles into the shared store
+    small, large = peak(1), peak(4)
+    per_cell = (large - small) / 12
+    detail = f"peak {small:.0f} MB at 4 cells, {large:.0f} MB at 16"
+    report("P9", "suite peak RSS growth per cell, memorizing tier (MB)", per_cell, "<= 2", per_cell <= 2, detail)
+
+
 def startup() -> None:
     for key, argv in (("S1", ["--help"]), ("S2", ["list"])):
         best = _wall_seconds(argv)
@@ -437,6 +472,7 @@ def main() -> int:
         "P6": lambda root: p6_bookkeeping(root, args.repeats),
         "P7": lambda root: p7_memorizing(root, args.repeats),
         "P8": lambda root: p8_together(root, args.repeats),
+        "P9": p9_suite_memory,
     }
     print(f"{'key':4} {'measure':58} {'value':>9}  {'target':9} result")
     with tempfile.TemporaryDirectory() as folder:

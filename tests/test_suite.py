@@ -103,6 +103,34 @@ def test_the_cells_of_a_suite_share_each_loaded_dataset(tmp_path, monkeypatch):
     assert {id(runner.dataset) for runner in runners[:4]} == {id(runners[0].dataset)}
 
 
+def test_a_finished_cells_runner_is_freed_before_the_next_cell_runs(tmp_path, monkeypatch):
+    """A suite's memory does not grow with its cells: each finished cell's runner (its method, models, Trainers and
+    data views: 15 MB a cell of the memorizing tier) is gone, not kept to the end of the suite, when the next
+    cell starts; a failing cell's too."""
+    import gc
+    import weakref
+
+    from unlearnbench import suite as suite_module
+
+    alive_at_start, finished = [], []
+    run_cell = suite_module._run_cell
+
+    def recording(runner, i, cells, reporter, writes):
+        gc.collect()
+        alive_at_start.append(sum(ref() is not None for ref in finished))
+        try:
+            if runner.config.method == "ga" and runner.config.seed == 1:
+                runner.run = lambda: 1 / 0  # a failing cell: recorded, its runner freed all the same
+            return run_cell(runner, i, cells, reporter, writes)
+        finally:
+            finished.append(weakref.ref(runner))
+
+    monkeypatch.setattr(suite_module, "_run_cell", recording)
+    result = run_suite(tiny_suite(tmp_path, seeds=[0, 1], leaderboard=False))
+    assert len(result.cells) == 4 and [c.status for c in result.cells].count("failed") == 1
+    assert alive_at_start == [0] * 4
+
+
 def test_suite_shares_the_store_records_failures_and_resumes(tmp_path, monkeypatch):
     suite = tiny_suite(tmp_path)
     original = Runner.serve

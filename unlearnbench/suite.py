@@ -152,11 +152,15 @@ def run_suite(
     # On several nodes (`num_nodes` > 1 on every cell) only node 0 writes; the others follow its fits.
     writes = all(runner.nodes.leader for runner in all_runners)
     runners = select_shard(all_runners, shard)
+    del all_runners
     results: list[CellResult] = []
-    trained = 0
-    for i, runner in enumerate(runners, start=1):
+    trained, cells = 0, len(runners)
+    for i in range(1, cells + 1):
+        # Taken off the list, a runner is freed once its cell is done: a finished cell's method, models, Trainers and
+        # data views, kept to the end of the suite, grew a 27-cell suite's memory from 1.8 to 3.7 GB.
+        runner = runners.pop(0)
         try:
-            results.append(_run_cell(runner, i, len(runners), reporter, writes))
+            results.append(_run_cell(runner, i, cells, reporter, writes))
         finally:
             trained += runner.store.trained
     board = None
