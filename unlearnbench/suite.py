@@ -51,6 +51,7 @@ safely); build the leaderboard once they are done.
 
 from __future__ import annotations
 
+import gc
 import sys
 import time
 import traceback
@@ -163,6 +164,10 @@ def run_suite(
             results.append(_run_cell(runner, i, cells, reporter, writes))
         finally:
             trained += runner.store.trained
+        # The runner is a web of reference cycles (Lightning's Trainers and the modules they fit refer to each other),
+        # which only a full collection frees, and Python runs one rarely: without it, many cells' worth stay.
+        runner = None
+        gc.collect()
     board = None
     if writes:
         _write_suite_record(out_dir, shard, results, trained)
