@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 
 import numpy as np
@@ -133,3 +134,45 @@ def test_a_batched_spec_has_its_own_key_and_a_lone_one_keeps_its_old_key():
     excluded = sha256_bytes(np.asarray([1, 2], dtype=np.int64).tobytes())
     old_key = sha256_bytes(json.dumps(payload | {"excluded": excluded}, sort_keys=True).encode())[:24]
     assert spec.key() == old_key
+
+
+def test_batched_references_of_other_shapes_are_retrained_together_with_one_warning_each(
+    tmp_path, monkeypatch, two_threads, caplog
+):
+    """Batched entries with the right metadata and sha256 but tensors of another shape (an arch changed under one
+    name) are checked as lone entries are: each named by one warning line, all retrained by one batched fit."""
+    groups = []
+    original = Runner.train_models_together
+
+    def recording(self, specs, keep, label):
+        groups.append([spec.seed for spec in specs])
+        return original(self, specs, keep, label)
+
+    monkeypatch.setattr(Runner, "train_models_together", recording)
+    store = tmp_path / "store"
+    common = {"requests": 1, "single_shot_every": 0, "arch": "mlp", "method_args": {"epochs": 1}}
+    runner = Runner(tiny_config(tmp_path / "first", store, "finetune", oracle_seeds=4, **common))
+    runner.run()
+    request = runner.stream.select(1)
+    damaged = [store / f"{runner.model_spec(request.forgotten, seed, batched=True).key()}.pt" for seed in (1, 2, 3)]
+    for weights in damaged:
+        state = {name: torch.zeros(2, *tensor.shape) for name, tensor in torch.load(weights).items()}
+        buffer = io.BytesIO()
+        torch.save(state, buffer)
+        weights.write_bytes(buffer.getvalue())
+        meta = weights.with_suffix(".json")
+        meta.write_text(json.dumps(json.loads(meta.read_text()) | {"sha256": sha256_bytes(buffer.getvalue())}))
+    groups.clear()
+    caplog.clear()
+    again = Runner(tiny_config(tmp_path / "again", store, "finetune", oracle_seeds=4, **common))
+    again.run()
+    assert groups == [[1, 2, 3]] and again.store.trained == 3
+    warned = [r.getMessage() for r in caplog.records if r.name == "unlearnbench.store" and r.levelname == "WARNING"]
+    assert sorted(warned) == sorted(
+        f"model store entry {weights} is unusable: its tensors are not the shapes of the model (the arch changed?); "
+        "retraining it"
+        for weights in damaged
+    )
+    model = build_model("mlp", again.dataset)
+    for weights in damaged:
+        model.load_state_dict(torch.load(weights, weights_only=True))  # the model's shapes again

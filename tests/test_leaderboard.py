@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -451,6 +452,35 @@ def test_a_lone_variant_is_labelled_with_its_non_default_hyperparameters(tmp_pat
     assert sorted(entry.label for entry in group.entries) == ["ga", "salun (batches=forget_then_retain)"]
 
 
+def test_labels_read_as_one_parenthesis_and_plot_files_are_short_safe_and_stable(tmp_path):
+    """A tuned row says so inside its one parenthesis (`finetune (tuned, lr=0.03)`). Plot files are named by the
+    method and a short hash of the label, not by the label: hyperparameter values with `/` or spaces, or enough of
+    them to pass the file system's name limit, still give a short, safe file name, the same on every rebuild."""
+    rng = np.random.default_rng(19)
+    root = tmp_path / "runs"
+    defaults = {"lr": 0.01}
+    fake_run(root, "finetune", 0, rng, method_args=defaults, method_defaults=defaults)
+    tuned = {"tuned": {"study": "s-1", "file": "digits-smallcnn-classwise-finetune.yaml"}}
+    fake_run(
+        root, "finetune", 0, rng, method_args={"lr": 0.03}, name_suffix="t", method_defaults=defaults, settings=tuned
+    )
+    many = {f"knob_{i}": f"a/b c{i}" * 8 for i in range(12)}  # twelve values of 40 characters shown, `/` in each
+    fake_run(root, "finetune", 0, rng, method_args=defaults | many, name_suffix="m", method_defaults=defaults)
+    labels = {entry.label for entry in build_groups(collect_runs(root))[0].entries}
+    assert {"finetune", "finetune (tuned, lr=0.03)"} <= labels and len(labels) == 3
+    assert not any(") (" in label for label in labels)
+    names = []
+    for out in ("board", "again"):
+        board = build_leaderboard(root, tmp_path / out)
+        (group,) = board.groups
+        files = sorted(path.name for path in board.plots[group.slug] if path.name.startswith("history-"))
+        assert files == sorted(f"history-{entry.file_stem}.png" for entry in group.entries)
+        names.append(files)
+    assert names[0] == names[1] and "history-finetune.png" in names[0]  # the method as it ships keeps its name
+    for name in names[0]:
+        assert re.fullmatch(r"history-finetune(-[0-9a-f]{6})?\.png", name), name
+
+
 def test_the_date_is_the_runs_own_time_not_a_files(runs, tmp_path):
     root, made = runs
     run_dir = made["rl"][0]
@@ -549,10 +579,10 @@ def test_unlearning_chains_share_a_row_and_show_their_backward_privacy(tmp_path)
         assert matrix[2].tolist() == pytest.approx(expected[f"backward_{name}"][2])
         assert matrix[1, :2].tolist() == pytest.approx(expected[f"backward_{name}"][1])
     names = [path.name for path in board.plots[group.slug]]
-    history = names.index("history-finetune__epochs_2_.png")
+    history = names.index(f"history-{entry.file_stem}.png")
     assert names[history + 1 : history + 3] == [
-        "backward_eps-finetune__epochs_2_.png",
-        "backward_rmia-finetune__epochs_2_.png",
+        f"backward_eps-{entry.file_stem}.png",
+        f"backward_rmia-{entry.file_stem}.png",
     ]
     markdown = board.files["md"].read_text()
     assert "finetune (epochs=2): privacy over 3 unlearning chains" in markdown

@@ -73,6 +73,35 @@ def test_editing_a_helper_module_changes_the_recorded_code(tmp_path, monkeypatch
     assert method_code(METHODS.get("finetune")) == method_code(METHODS.get("finetune"))  # finetune has no mask
 
 
+def _held_methods(method: UnlearningMethod) -> list[UnlearningMethod]:
+    """The methods `method` holds and runs (RUM's stages), at any depth: attributes, and tuples or lists of them."""
+    values = [*vars(method).values(), *method.modules()]
+    held = [v for value in values for v in (value if isinstance(value, tuple | list) else (value,))]
+    direct = [v for v in held if isinstance(v, UnlearningMethod) and v is not method]
+    return [m for v in direct for m in (v, *_held_methods(v))]
+
+
+@pytest.mark.parametrize("name", METHODS.names())
+def test_the_code_of_every_method_it_runs_is_in_its_recorded_code(name):
+    """A method that finds others by name at run time (RUM's stages) declares them (`code_parts`): their modules are
+    hashed into its recorded code, as the runner records it, which its import closure alone would miss."""
+    method = METHODS.get(name)()
+    modules = set(method_code(type(method), method.code_parts())["modules"])
+    assert {type(held).__module__ for held in _held_methods(method)} <= modules
+
+
+def test_editing_a_stage_methods_module_changes_rums_recorded_code(tmp_path, monkeypatch, shared_store):
+    """RUM's stages (finetune, salun by default) are looked up by name: an edit of finetune.py, which rum.py never
+    imports, is a change of a finished RUM run's code, named."""
+    config = tiny_config(tmp_path, shared_store, "rum", requests=1, single_shot_every=0)
+    first = Runner(config).run()
+    recorded = json.loads((first.run_dir / "provenance.json").read_text())["method_code"]
+    assert {"unlearnbench.methods.finetune", "unlearnbench.methods.salun"} <= set(recorded["modules"])
+    _edited(monkeypatch, tmp_path, "unlearnbench.methods.finetune")
+    note = Runner(config).run().stale_note()
+    assert note is not None and "(unlearnbench.methods.finetune changed)" in note
+
+
 def test_a_method_without_a_source_file_has_no_hash():
     """A class made at run time (exec, a notebook, the README example's test) still runs; nothing to hash."""
     namespace: dict = {"UnlearningMethod": UnlearningMethod}

@@ -143,11 +143,44 @@ def test_a_metric_plugin_is_loaded_for_a_run_and_its_gap_is_part_of_the_runs_ide
     assert plain[1] != with_plugin[1] and plain[1].rsplit("-", 1)[0] == with_plugin[1].rsplit("-", 1)[0]
 
 
-def test_a_broken_metric_plugin_is_one_line_naming_it(tmp_path):
+TINY_RUN = ("run", "--method", "ga", "--requests", "1", "--ga.optim.epochs", "1", "--recipe", '{"epochs": 1}')
+TINY_RUN += ("--oracle", "none", "--single-shot-every", "0", "--logger", "none", "--quiet", "true")
+
+
+def test_a_broken_metric_plugin_is_one_warning_line_and_a_run_without_it_runs(tmp_path):
+    """A metric plugin that fails to import stops no run that never used it: one warning line names it and the fix,
+    and the run computes the metrics that load (its identity names no user metric)."""
     site = tmp_path / "site"
     site.mkdir()
     install(site, "bad_metric", "import a_module_nobody_has\n", "bad = bad_metric", group="unlearnbench.metrics")
-    result = unlearnbench(site, "run", "--method", "ga", cwd=tmp_path)
-    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
-    assert "metric plugin 'bad' (bad_metric) failed to import: ModuleNotFoundError" in result.stderr
-    assert "fix or uninstall the plugin" in result.stderr and not (tmp_path / "runs").exists()
+    result = unlearnbench(site, *TINY_RUN, cwd=tmp_path)
+    assert result.returncode == 0 and result.stdout == "" and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith(
+        "unlearnbench: warning: metric plugin 'bad' (bad_metric) failed to import: ModuleNotFoundError"
+    )
+    assert result.stderr.rstrip().endswith("runs go on without its metrics; fix or uninstall the plugin")
+    (run_dir,) = (tmp_path / "runs").glob("ga-*")
+    assert (run_dir / "summary.json").exists() and "metrics" not in (run_dir / "config.yaml").read_text()
+
+
+@pytest.mark.slow
+def test_a_run_whose_gaps_average_a_broken_plugins_metric_is_refused_not_redone_without_it(tmp_path):
+    """A finished run made with a metric plugin whose metric enters a gap; the plugin then breaks: the same command,
+    and the same command with `--run-dir` on that folder, are refused in one line naming the plugin and the folder,
+    and no run starts afresh under the identity without the metric."""
+    site = tmp_path / "site"
+    site.mkdir()
+    install(site, "metric_plugin", METRIC, "forget_top_logit = metric_plugin", group="unlearnbench.metrics")
+    assert unlearnbench(site, *TINY_RUN, cwd=tmp_path).returncode == 0
+    (run_dir,) = (tmp_path / "runs").glob("ga-*")
+    (site / "metric_plugin.py").write_text("import a_module_nobody_has\n")
+    for extra in ((), ("--run-dir", str(run_dir))):
+        result = unlearnbench(site, *TINY_RUN, *extra, cwd=tmp_path)
+        lines = result.stderr.splitlines()
+        assert result.returncode == 2 and len(lines) == 2 and "Traceback" not in result.stderr, result.stderr
+        assert lines[0].startswith("unlearnbench: warning: metric plugin 'forget_top_logit' (metric_plugin) failed")
+        folder = run_dir if extra else run_dir.relative_to(tmp_path)  # as the command names it: `--out runs`
+        assert lines[1].startswith(f"unlearnbench: error: {folder} holds this run, its gaps averaging metric(s) ")
+        assert "forget_top_logit, which are not loaded: metric plugin 'forget_top_logit'" in lines[1]
+        assert lines[1].endswith("fix the plugin to resume it")
+        assert list((tmp_path / "runs").glob("ga-*")) == [run_dir]

@@ -103,6 +103,37 @@ def test_the_cells_of_a_suite_share_each_loaded_dataset(tmp_path, monkeypatch):
     assert {id(runner.dataset) for runner in runners[:4]} == {id(runners[0].dataset)}
 
 
+def test_a_finished_cells_runner_is_freed_before_the_next_cell_runs(tmp_path, monkeypatch):
+    """A suite's memory does not grow with its cells: each finished cell's runner (its method, models, Trainers and
+    data views: 12 MB a cell of the memorizing tier), reference cycles included, is gone when the next cell starts,
+    not kept to the end of the suite nor left to a rare full collection; a failing cell's too."""
+    import gc
+    import weakref
+
+    from unlearnbench import suite as suite_module
+
+    alive_at_start, finished = [], []
+    run_cell = suite_module._run_cell
+
+    def recording(runner, i, cells, reporter, writes):
+        alive_at_start.append(sum(ref() is not None for ref in finished))
+        try:
+            if runner.config.method == "ga" and runner.config.seed == 1:
+                runner.run = lambda: 1 / 0  # a failing cell: recorded, its runner freed all the same
+            return run_cell(runner, i, cells, reporter, writes)
+        finally:
+            finished.append(weakref.ref(runner))
+
+    monkeypatch.setattr(suite_module, "_run_cell", recording)
+    gc.disable()  # Python's own full collections come when they come: the suite must not wait for one
+    try:
+        result = run_suite(tiny_suite(tmp_path, seeds=[0, 1], leaderboard=False))
+    finally:
+        gc.enable()
+    assert len(result.cells) == 4 and [c.status for c in result.cells].count("failed") == 1
+    assert alive_at_start == [0] * 4
+
+
 def test_suite_shares_the_store_records_failures_and_resumes(tmp_path, monkeypatch):
     suite = tiny_suite(tmp_path)
     original = Runner.serve

@@ -354,7 +354,7 @@ def test_tuning_runs_never_enter_a_leaderboard_and_tuned_rows_sit_beside_default
     board = build_leaderboard(runs, plots=False)
     (group,) = board.groups
     # each label names the hyperparameters that depart from finetune's defaults (the tiny runs' epochs)
-    assert sorted(entry.label for entry in group.entries) == ["finetune (epochs=1)", "finetune (tuned) (epochs=2)"]
+    assert sorted(entry.label for entry in group.entries) == ["finetune (epochs=1)", "finetune (tuned, epochs=2)"]
     assert all(run.identity.seed == 0 for entry in group.entries for run in entry.runs)
     assert {run["seed"] for run in board.provenance["runs"]} == {0}
     assert "seed100" not in board.files["csv"].read_text() and "validation" not in board.files["md"].read_text()

@@ -23,7 +23,7 @@ from jsonargparse import ActionConfigFile, ArgumentParser
 from jsonargparse import ArgumentError as JsonArgumentError
 
 from unlearnbench.early_checks import SEED_PARTS
-from unlearnbench.errors import ConfigError, excerpt
+from unlearnbench.errors import ConfigError, excerpt, print_warnings_as_lines
 from unlearnbench.interrupt import Interrupted, exit_process, ignore_late_signals, interruptible
 from unlearnbench.io import load_yaml
 from unlearnbench.parsers import command_parser
@@ -565,6 +565,7 @@ def _command(argv: list[str]) -> int:
     # a resumed session's logger folder holds the killed session's steps, which are being redone.
     warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode at the start of training")
     warnings.filterwarnings("ignore", message=r"Experiment logs directory .* exists and is not empty")
+    print_warnings_as_lines()
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE, end="")
         return 0 if argv else EXIT_USAGE

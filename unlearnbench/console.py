@@ -191,7 +191,7 @@ def quiet_lightning_info() -> None:
 
 
 def silence_library_warnings() -> None:
-    """`--quiet true` prints nothing but errors: the libraries' warnings (Lightning, matplotlib) too."""
+    """`--quiet true` silences the libraries' warnings (Lightning, matplotlib); the commands' own problems stay on stderr."""
     warnings.filterwarnings("ignore")
 
 

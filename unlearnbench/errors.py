@@ -2,7 +2,9 @@
 and answers with exit code 2. A module of its own, with no heavy imports, so the CLI can catch it without loading
 torch."""
 
+import logging
 import reprlib
+import sys
 
 _EXCERPT = reprlib.Repr()
 _EXCERPT.maxlevel, _EXCERPT.maxstring, _EXCERPT.maxother = 3, 60, 60
@@ -20,3 +22,20 @@ class ConfigError(ValueError):
 
 class DamagedFileError(ConfigError):
     """A file of a run directory or store that cannot be what the run wrote; the message names it and the fix."""
+
+
+class _WarningLine(logging.Handler):
+    """The package's warnings (`logging.warning`) as the commands print their errors: one line on stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(f"unlearnbench: warning: {record.getMessage()}", file=sys.stderr)
+
+
+def print_warnings_as_lines() -> None:
+    """The commands' own warnings are problems the command worked around but the user must know of (a damaged model
+    store entry retrained): printed as one line each, on stderr, so `--quiet true`, which silences stdout and the
+    libraries' warnings, keeps them. Called by the command line only, never at import (a library user keeps their
+    logging configuration); once per process, however many commands it runs."""
+    logger = logging.getLogger("unlearnbench")
+    if not any(isinstance(handler, _WarningLine) for handler in logger.handlers):
+        logger.addHandler(_WarningLine(logging.WARNING))

@@ -64,7 +64,8 @@ CODE_PACKAGES = ("unlearnbench.methods", "unlearnbench.guards")
 
 
 def method_code(cls: type, parts: Sequence[Callable] = ()) -> dict:
-    """The code a run's method runs, with `parts` (the guards' classes, a user's metric functions): package and
+    """The code a run's method runs, with `parts` (the classes the method finds by name, its `code_parts`: RUM's
+    stages; the guards' classes; a user's metric functions): package and
     version, a hash of every module of their import closure, and the method's hyperparameter defaults.
 
     The closure starts from the modules defining `cls`, its bases and mixins and the `parts`, and follows every

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import csv
 import fcntl
+import glob
 import hashlib
 import io
 import json
@@ -41,6 +42,7 @@ import torch
 import yaml
 
 from unlearnbench.errors import ConfigError, DamagedFileError
+from unlearnbench.evaluation.keys import BROKEN_METRIC_PLUGINS, METRIC_KEYS
 from unlearnbench.geometry_files import (
     GEOMETRY_FILE,
     HEADER_FILE,
@@ -226,7 +228,9 @@ class RunDirectory:
         return data
 
     def check(self, identity: RunIdentity) -> None:
-        """Refuse a folder that holds a run made with another configuration, naming what differs."""
+        """Refuse a folder that holds a run made with another configuration, naming what differs; and the run meant
+        here where a metric plugin failed to import (`refuse_a_run_missing_metrics`)."""
+        refuse_a_run_missing_metrics(self.path, identity)
         if self.path.exists() and not self.path.is_dir():
             raise RunDirectoryMismatchError(f"{self.path} exists and is not a directory")
         if not self.initialized():
@@ -681,6 +685,34 @@ class RunDirectory:
     def error(self) -> dict | None:
         """error.json (`error`, `traceback`) of a failed suite cell; None when it did not fail (or it is damaged)."""
         return _read_json_object(self.path / _ERROR)
+
+
+def refuse_a_run_missing_metrics(path: Path, identity: RunIdentity) -> None:
+    """Refuse the run a command means where its folder records user metrics in its gaps that are not loaded now
+    because a metric plugin failed to import (`keys.load_metric_plugins`), in one line naming the plugin.
+
+    Without those metrics the identity, so the folder's hash, is another: the command would start that run afresh
+    without them, beside the one it means. Looked at: `path` and the folders named like it but for the hash.
+    Nothing is looked at while every metric plugin imports."""
+    if not BROKEN_METRIC_PLUGINS:
+        return
+    named = _HASHED_NAME.search(path.name)
+    stem = path.name[: -len(named.group(1))] if named else None
+    candidates = [path, *(sorted(path.parent.glob(glob.escape(stem) + "?" * 8)) if stem else [])]
+    wanted = {key: value for key, value in identity.to_json().items() if key != "metrics"}
+    for folder in candidates:
+        try:
+            recorded = RunDirectory(folder).identity().to_json() if (folder / _CONFIG).is_file() else None
+        except ConfigError:  # damaged: not the run meant here, and listed as damaged where it is read
+            continue
+        if recorded is None:
+            continue
+        missing = sorted(set(recorded.pop("metrics", None) or {}) - set(METRIC_KEYS))
+        if missing and recorded == wanted:
+            raise ConfigError(
+                f"{folder} holds this run, its gaps averaging metric(s) {', '.join(missing)}, which are not loaded: "
+                f"{'; '.join(BROKEN_METRIC_PLUGINS.values())}; fix the plugin to resume it"
+            )
 
 
 def _readable(read) -> bool:

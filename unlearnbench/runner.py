@@ -284,16 +284,18 @@ class Runner:
         """
         config = self.config
         seeds, excluded = config.oracle_train_seeds, request.forgotten
-        together = (
-            len(seeds) > 2
-            and self.single_process
-            and trains_together(config.arch, self.dataset, self.model_spec(excluded, seeds[0]).arch_args)
-        )
+        arch_args = check_arch_args(config.arch, config.arch_args)
+        together = len(seeds) > 2 and self.single_process and trains_together(config.arch, self.dataset, arch_args)
         if together:
             keep = np.setdiff1d(np.arange(len(self.train_labels)), excluded)
             label = f"oracles {request.t}/{config.requests} (retraining, train seeds 2-{len(seeds)} together)"
             specs = [self.model_spec(excluded, seed, batched=True) for seed in seeds[1:]]
-            self.store.get_or_train_together(specs, lambda missing: self.train_models_together(missing, keep, label))
+            # The shapes of the model they load into, as a lone entry is checked (`trained_model`): entries of
+            # another arch are retrained here, in one fit, not one by one when each is loaded.
+            shapes = model_shapes(build_model(config.arch, self.dataset, arch_args))
+            self.store.get_or_train_together(
+                specs, lambda missing: self.train_models_together(missing, keep, label), shapes
+            )
         return [self.oracle(request, k, batched=together and k > 0) for k in range(len(seeds))]
 
     def logits(self, model: nn.Module) -> EvalLogits:
@@ -547,7 +549,9 @@ class Runner:
             if not damage.rebuilt:
                 raise damage.error
         self.current_request = len(rows) + 1
-        self.method_code = method_code(type(self.method), [*map(type, self.guards), *user_metric_code()])
+        self.method_code = method_code(
+            type(self.method), [*self.method.code_parts(), *map(type, self.guards), *user_metric_code()]
+        )
         self.method_code_change = method_code_change(run_dir.recorded_method_code(), self.method_code) if rows else None
         if self.method_code_change and len(rows) < config.requests and not _diverged(rows):
             raise MethodCodeChangedError(

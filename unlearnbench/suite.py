@@ -51,6 +51,7 @@ safely); build the leaderboard once they are done.
 
 from __future__ import annotations
 
+import gc
 import sys
 import time
 import traceback
@@ -152,13 +153,21 @@ def run_suite(
     # On several nodes (`num_nodes` > 1 on every cell) only node 0 writes; the others follow its fits.
     writes = all(runner.nodes.leader for runner in all_runners)
     runners = select_shard(all_runners, shard)
+    del all_runners
     results: list[CellResult] = []
-    trained = 0
-    for i, runner in enumerate(runners, start=1):
+    trained, cells = 0, len(runners)
+    for i in range(1, cells + 1):
+        # Taken off the list, a runner is freed once its cell is done: a finished cell's method, models, Trainers and
+        # data views, kept to the end of the suite, grew a 27-cell suite's memory from 1.8 to 3.7 GB.
+        runner = runners.pop(0)
         try:
-            results.append(_run_cell(runner, i, len(runners), reporter, writes))
+            results.append(_run_cell(runner, i, cells, reporter, writes))
         finally:
             trained += runner.store.trained
+        # The runner is a web of reference cycles (Lightning's Trainers and the modules they fit refer to each other),
+        # which only a full collection frees, and Python runs one rarely: without it, many cells' worth stay.
+        runner = None
+        gc.collect()
     board = None
     if writes:
         _write_suite_record(out_dir, shard, results, trained)

@@ -667,7 +667,9 @@ def tune_parser() -> ArgumentParser:
     parser.add_argument("--accelerator", type=str, default="auto")
     parser.add_argument("--devices", type=int | str, default=1)
     parser.add_argument("--precision", type=str, default="32-true")
-    parser.add_argument("--quiet", type=bool, nargs="?", const=True, default=False, help="print nothing but errors")
+    parser.add_argument(
+        "--quiet", type=bool, nargs="?", const=True, default=False, help="only errors and warnings (stderr)"
+    )
     return parser
 
 

@@ -13,6 +13,7 @@ new metric is one function and one `register_metric` call (docs/extending.md).
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -24,6 +25,8 @@ from torchmetrics.functional.classification import multiclass_accuracy
 if TYPE_CHECKING:
     from unlearnbench.evaluation.evaluator import EvalLogits
     from unlearnbench.streams.base import Request
+
+_log = logging.getLogger(__name__)
 
 
 def accuracy(logits: np.ndarray, labels: np.ndarray, num_classes: int) -> float | None:
@@ -344,28 +347,33 @@ BUILTIN_METRICS = frozenset(METRIC_KEYS)
 METRIC_ENTRY_POINTS = "unlearnbench.metrics"
 
 
-@functools.cache  # once per process; a plugin that failed to import is tried again (and fails again) next time
+#: The metric plugins that failed to import in this process: their one-line problems, by entry point name.
+BROKEN_METRIC_PLUGINS: dict[str, str] = {}
+
+
+@functools.cache  # once per process: a suite's cells load the plugins once, and warn of a broken one once
 def load_metric_plugins() -> None:
     """Register the metrics of every installed plugin (`[project.entry-points."unlearnbench.metrics"]`).
 
     Unlike a method, which a run names, every registered metric is computed, so all are loaded before a run is
     planned: the metrics a plugin adds to a gap are part of the run's identity (`user_gap_metrics`). An entry
-    point names a module that registers its metrics on import, or a `MetricKey`. A plugin that fails to import
-    is one line naming it and the fix.
+    point names a module that registers its metrics on import, or a `MetricKey`.
+
+    A plugin that fails to import is one warning line naming it, and is left out: a run made without it computes
+    the metrics that load, under the identity they give; a run whose recorded identity names metrics that are not
+    loaded is refused where it is found (`rundir.refuse_a_run_missing_metrics`), never redone without them.
     """
     from importlib.metadata import entry_points
-
-    from unlearnbench.registry import PluginImportError
 
     for entry_point in entry_points(group=METRIC_ENTRY_POINTS):
         try:
             loaded = entry_point.load()
         except Exception as error:  # foreign code at import: one line, never a traceback
             detail = " ".join(f"{type(error).__name__}: {error}".split())
-            raise PluginImportError(
-                f"metric plugin {entry_point.name!r} ({entry_point.value}) failed to import: {detail}; fix or "
-                f"uninstall the plugin"
-            ) from error
+            problem = f"metric plugin {entry_point.name!r} ({entry_point.value}) failed to import: {detail}"
+            BROKEN_METRIC_PLUGINS[entry_point.name] = problem
+            _log.warning(f"{problem}; runs go on without its metrics; fix or uninstall the plugin")
+            continue
         if isinstance(loaded, MetricKey) and loaded.key not in METRIC_KEYS:
             register_metric(loaded)
 

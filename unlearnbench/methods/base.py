@@ -111,6 +111,12 @@ class UnlearningMethod(LeanModule):
     def forward(self, x: Tensor) -> Tensor:
         return self.model(x)
 
+    def code_parts(self) -> tuple[type, ...]:
+        """The classes whose code this method runs beyond its class and what its modules import: ones it finds by
+        name at run time (a staged method's stages), which its import closure cannot see. A run's recorded code
+        (`provenance.method_code`) hashes their modules too, so editing one is a change of this method."""
+        return ()
+
     def prepare(self, request: UnlearningRequest, data: StreamView) -> None:
         """Work done once per request before training; timed separately as `prepare_s`."""
 
@@ -264,6 +270,10 @@ class StagedMethod(FitMethod):
         self.subsets: list[np.ndarray] = []
         self.current: GradientMethod | None = None
         self.subset = torch.zeros(0, dtype=torch.long)
+
+    def code_parts(self) -> tuple[type, ...]:
+        """The stages' classes (and theirs), looked up by name (`stage_method`)."""
+        return tuple(part for stage in self.stages if stage is not None for part in (type(stage), *stage.code_parts()))
 
     def attach(self, model: nn.Module, num_classes: int) -> StagedMethod:
         for stage in self.stages:

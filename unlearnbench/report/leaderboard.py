@@ -497,6 +497,18 @@ class Entry:
     is_original: bool = False
     #: the privacy numbers over the row's unlearning chains (None without K >= 2 chains saved with their logits)
     privacy: ChainPrivacy | None = None
+    #: the method joined by its guards (`rl+orthogonal`), which the label may follow with what sets the row apart
+    name: str = ""
+
+    @property
+    def file_stem(self) -> str:
+        """The row's part of its plots' file names: the name alone for the method as it ships (`salun`), else the
+        name and a short hash of the label (`finetune-3f9a1c`). A label is no file name (its values may hold `/`, be
+        of any length); its hash is the same for the same label and unique in the table, as labels are."""
+        name = _slug(self.name or self.label)
+        if self.label == (self.name or self.label):
+            return name
+        return f"{name}-{hashlib.sha256(self.label.encode()).hexdigest()[:6]}"
 
     @property
     def n(self) -> int:
@@ -609,7 +621,7 @@ def _variant_name(identity: RunIdentity) -> str:
 def _variant_labels(first_runs: dict[tuple[str, str], RunRecord]) -> dict[tuple[str, str], str]:
     """Row labels: the name and every hyperparameter that departs from the method's defaults, alone in its table or
     not (`salun (batches=mixed)`: a row labelled plain `salun` is the method as it ships), and where the name has
-    several variants, what else sets each apart.
+    several variants, what else sets each apart; a tuned row says so first (`finetune (tuned, lr=0.03)`).
 
     The defaults are those the run directory records (`RunRecord.method_defaults`), so a label never depends on
     today's code; for a run from before they were recorded, the hyperparameters that differ among the variants
@@ -619,7 +631,8 @@ def _variant_labels(first_runs: dict[tuple[str, str], RunRecord]) -> dict[tuple[
     labels = {}
     for (name, digest), run in first_runs.items():
         siblings = [other.identity.to_json() for (other_name, _), other in first_runs.items() if other_name == name]
-        parts = _differences(run.identity.to_json(), siblings, run.method_defaults)
+        tuned = ["tuned"] if run.identity.tuned else []  # a tuned row sits beside the method's default one
+        parts = tuned + _differences(run.identity.to_json(), siblings, run.method_defaults)
         labels[(name, digest)] = f"{name} ({', '.join(parts)})" if parts else name
     counts = list(labels.values())
     return {key: label if counts.count(label) == 1 else f"{label} [{key[1]}]" for key, label in labels.items()}
@@ -631,7 +644,7 @@ def _differences(identity: dict, siblings: list[dict], defaults: dict | None) ->
     if defaults is None:  # no defaults recorded: what differs among the variants
         defaults = {k: v for k, v in args.items() if all(s["method_args"].get(k) == v for s in siblings)}
     parts = [f"{key}={_short(value)}" for key, value in sorted(args.items()) if defaults.get(key, object()) != value]
-    for key in sorted({k for s in siblings for k in s} - {*REPLICATE_KEYS, "method", "method_args"}):
+    for key in sorted({k for s in siblings for k in s} - {*REPLICATE_KEYS, "method", "method_args", "tuned"}):
         if len({json.dumps(s.get(key), sort_keys=True, default=str) for s in siblings}) > 1:
             parts.append(f"{key}={_short(identity.get(key, 'none'))}")
     return parts
@@ -732,13 +745,12 @@ def build_groups(runs: list[RunRecord]) -> list[Group]:
 def _build_group(key: str, title: str, slug: str, runs: list[RunRecord]) -> Group:
     variants: dict[tuple[str, str], list[RunRecord]] = {}  # (name, identity hash without the seed) -> its runs
     for run in sorted(runs, key=lambda r: (r.identity.method, r.identity.seed, str(r.path))):
-        # a tuned run is its own row, labelled as such, beside the method's default row
-        name = _variant_name(run.identity) + (" (tuned)" if run.identity.tuned else "")
-        variants.setdefault((name, _variant_key(run.identity)), []).append(run)
+        # a tuned run is its own row (`tuned` is in its identity), labelled as such, beside the method's default row
+        variants.setdefault((_variant_name(run.identity), _variant_key(run.identity)), []).append(run)
     labels = _variant_labels({variant: method_runs[0] for variant, method_runs in variants.items()})
     entries = []
     for variant, method_runs in variants.items():
-        entry = Entry(labels[variant], method_runs)
+        entry = Entry(labels[variant], method_runs, name=variant[0])
         complete = [run for run in method_runs if run.status == "complete"]
         values = [run.method_values() for run in complete]
         entry.cells = {k: aggregate([v.get(k) for v in values]) for k in column_keys()}

@@ -1,9 +1,10 @@
 """Plots of a leaderboard group (matplotlib, Agg backend: no display needed), each as PNG at 200 dpi
 (embedded in the Markdown and HTML pages) and as SVG beside it (for papers and slides):
 
-- `history-<method>.png`: the T x T history matrix (accuracy on F_s after request t), mean over seeds,
+- `history-<row>.png` (<row>: the method's name, and a short hash of the row's label where the row is not the
+  method as it ships: `Entry.file_stem`): the T x T history matrix (accuracy on F_s after request t), mean over seeds,
   on a fixed 0–100 scale with the oracle's mean forget accuracy marked on it;
-- `backward_eps-<method>.png`, `backward_rmia-<method>.png` (beside it, where the method has K >= 2
+- `backward_eps-<row>.png`, `backward_rmia-<row>.png` (beside it, where the method has K >= 2
   unlearning chains saved with `--save-logits`): the backward-privacy matrices, the ε forget score
   (K >= 3) and the RMIA AUC of F_s at t against the oracles of t, on a fixed 0–1 scale, rows without
   oracles blank; the colour bar marks each one's target: the oracles' own F at this K
@@ -19,6 +20,7 @@ Axes are thinned to about ten labels, so a T = 100 stream stays readable.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -53,6 +55,16 @@ def _mean_curve(curves: Sequence[Sequence[float | None]]) -> np.ndarray:
         return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
 
 
+def _wrapped(label: str) -> str:
+    """A row's label in a legend or a title: a label naming many hyperparameters is wider than the figure, so it is
+    broken into lines."""
+    return textwrap.fill(label, LABEL_WIDTH)
+
+
+#: characters per line of a row's label in a legend or a title
+LABEL_WIDTH = 60
+
+
 def _line_plot(series: dict[str, np.ndarray], ylabel: str, title: str, path: Path, dashed: Sequence[str] = ()) -> Path:
     plt = pyplot()
     figure, ax = plt.subplots(figsize=(6.4, 3.8))
@@ -67,7 +79,7 @@ def _line_plot(series: dict[str, np.ndarray], ylabel: str, title: str, path: Pat
             "--" if reference else "-",
             marker="o" if reference or length <= ANNOTATED_REQUESTS else None,
             markersize=3,
-            label=label,
+            label=_wrapped(label),
             color="black" if reference else None,
             zorder=3 if reference else 2,
         )
@@ -104,9 +116,9 @@ def write_group_plots(group, out_dir: Path) -> list[Path]:
         if histories:
             rows = min(h.shape[0] for h in histories)
             mean = np.mean([h[:rows] for h in histories], axis=0)
-            title = f"{entry.label}: history (mean of {len(histories)} seed(s))"
+            title = _wrapped(f"{entry.label}: history (mean of {len(histories)} seed(s))")
             figure = history_heatmap_figure(mean, title, oracle_level)
-            heatmaps.append(_save(figure, out_dir / f"history-{_slug(entry.label)}.png"))
+            heatmaps.append(_save(figure, out_dir / f"history-{entry.file_stem}.png"))
         if entry.privacy is not None:  # beside the history: the same axes, (t, F_s)
             heatmaps += _backward_privacy_heatmaps(entry, out_dir)
         forget[entry.label] = _mean_curve([[r.method.get("forget_acc") for r in run.scored_rows] for run in runs])
@@ -142,18 +154,14 @@ BACKWARD_PRIVACY = {
 
 
 def _backward_privacy_heatmaps(entry, out_dir: Path) -> list[Path]:
-    """`backward_eps-<method>.png` (with K >= 3 chains) and `backward_rmia-<method>.png`: the backward-privacy
+    """`backward_eps-<row>.png` (with K >= 3 chains) and `backward_rmia-<row>.png`: the backward-privacy
     matrices of the variant's chains against the oracles of each t, on a fixed 0–1 scale."""
     paths = []
     for name, (what, scale, label, reference) in BACKWARD_PRIVACY.items():
         matrix = entry.privacy.backward[name]
         if not np.isfinite(matrix).any():
             continue
-        title = f"{entry.label}: {what} ({entry.privacy.chains} chains)"
+        title = _wrapped(f"{entry.label}: {what} ({entry.privacy.chains} chains)")
         figure = heatmap_figure(matrix, title, scale, label, "{:.2f}", reference(entry.privacy.chains))
-        paths.append(_save(figure, out_dir / f"backward_{name}-{_slug(entry.label)}.png"))
+        paths.append(_save(figure, out_dir / f"backward_{name}-{entry.file_stem}.png"))
     return paths
-
-
-def _slug(text: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
