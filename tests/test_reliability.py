@@ -167,12 +167,12 @@ def test_a_full_disk_when_the_updates_file_is_made_is_one_line_exit_1_not_sigbus
 
 def test_a_run_directory_of_another_configuration_is_refused_before_writing(tmp_path, shared_store):
     run_dir = tmp_path / "mine"
-    Runner(tiny_config(tmp_path, shared_store, "rl", run_dir=run_dir)).run()
+    Runner.from_config(tiny_config(tmp_path, shared_store, "rl", run_dir=run_dir)).run()
     before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
     with pytest.raises(ConfigError, match=r"another configuration \(method: 'rl' there, 'finetune' now"):
-        Runner(tiny_config(tmp_path, shared_store, "finetune", run_dir=run_dir))
+        Runner.from_config(tiny_config(tmp_path, shared_store, "finetune", run_dir=run_dir))
     with pytest.raises(ConfigError, match="seed: 0 there, 1 now"):
-        Runner(tiny_config(tmp_path, shared_store, "rl", run_dir=run_dir, seed=1))
+        Runner.from_config(tiny_config(tmp_path, shared_store, "rl", run_dir=run_dir, seed=1))
     assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before
 
 
@@ -180,12 +180,12 @@ def test_a_tampered_checkpoint_is_refused_not_unpickled(tmp_path, shared_store):
     import pickle
 
     config = tiny_config(tmp_path, shared_store, "finetune", requests=2)
-    runner = Runner(config)
+    runner = Runner.from_config(config)
     runner.run()
     _keep_first_row(runner.run_dir.path)  # the run as after request 1: it resumes from state/t001.pt
     (runner.run_dir.path / "state" / "t001.pt").write_bytes(pickle.dumps(Exception("would run")))
     with pytest.raises(UntrustedCheckpointError, match="not a weights-only checkpoint"):
-        Runner(config).run()
+        Runner.from_config(config).run()
 
 
 @pytest.mark.slow

@@ -440,7 +440,7 @@ def cmd_run(argv: list[str]) -> int:
     reporter = Reporter(quiet=args.quiet)
     if args.quiet:
         silence_library_warnings()
-    runner = Runner(config, reporter)
+    runner = Runner.from_config(config, reporter)
     try:
         with reporter.live():
             result = runner.run()
@@ -504,7 +504,34 @@ def cmd_list(argv: list[str]) -> int:
     return 0
 
 
+#: The options of `suite` and `tune` that take a value (the others are flags): how their early checks find the file.
+VALUED_OPTIONS = ("--out", "--logger", "--shard", "--quiet", "--storage")
+
+
+def _positional(argv: list[str]) -> str | None:
+    """The first argument that is neither an option nor an option's value (`suite`'s file)."""
+    i = 0
+    while i < len(argv):
+        if argv[i] in VALUED_OPTIONS:
+            i += 2
+        elif argv[i].startswith("-"):
+            i += 1
+        else:
+            return argv[i]
+    return None
+
+
+def _asks_for_help(argv: list[str]) -> bool:
+    return bool({"-h", "--help", "--print_config"} & set(argv))
+
+
 def cmd_suite(argv: list[str]) -> int:
+    from unlearnbench.grid import check_suite_file
+
+    path = _positional(argv)
+    if path is not None and not _asks_for_help(argv):  # the suite's names and numbers, before torch is imported
+        given = _given([arg for arg in argv if arg != path])
+        check_suite_file(Path(path), given.get("out"), given.get("logger"))
     from unlearnbench.suite import suite_command
 
     return suite_command(argv)
@@ -516,8 +543,25 @@ def cmd_leaderboard(argv: list[str]) -> int:
     return leaderboard_command(argv)
 
 
+#: The run options of `tune` checked before anything heavy is imported, as `run` checks its own.
+TUNE_EARLY_OPTIONS = ("method", "stream", "dataset", "arch", "requests", "size")
+
+
 def cmd_tune(argv: list[str]) -> int:
-    from unlearnbench.config import ConfigError
+    from unlearnbench.early_checks import check_data_dir, check_run_options
+    from unlearnbench.grid import check_tune_file
+
+    if not _asks_for_help(argv):  # names, numbers and a tune suite's file, before torch is imported
+        given = _given(argv)
+        if given.get("suite") is not None and given.get("method") is None:  # both: `tune_specs` says which to drop
+            check_tune_file(Path(str(given["suite"])))
+        values = {
+            name: _early_value(given[name], EARLY_OPTIONS.get(name, str))
+            for name in TUNE_EARLY_OPTIONS
+            if name in given
+        }
+        check_run_options({name: value for name, value in values.items() if value is not _UNREAD})
+        check_data_dir(given.get("data_dir"), download=False)
     from unlearnbench.tune import tune_command
 
     try:
