@@ -11,6 +11,7 @@ it) is 2, a SIGINT/SIGTERM (`Interrupted`) 128 + the signal, a failed write 1, d
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 import warnings
@@ -389,9 +390,11 @@ def _group(args, name: str) -> dict:
 
 
 def parse_run_args(argv: list[str]):
-    """`run`'s command line (and --config files) parsed; raises UsageError for bad input."""
+    """`run`'s command line (and --config files, a run's own `config.yaml` among them) parsed; raises UsageError for
+    bad input."""
     from unlearnbench.registry import GUARDS
 
+    argv = _replayed_records(argv)
     method = _chosen_method(argv)
     guards, argv = _chosen_guards(argv)
     for guard in guards:
@@ -411,6 +414,84 @@ def parse_run_args(argv: list[str]):
     except KeyError as error:
         raise UsageError(str(error).strip("'\"")) from error
     return args
+
+
+#: The fields of a run's record (`config.yaml`, `records.RunIdentity`) that are `run` options of the same name.
+RECORD_OPTIONS = (
+    "method",
+    "stream",
+    "size",
+    "requests",
+    "dataset",
+    "arch",
+    "seed",
+    *SEED_PARTS,
+    "oracle",
+    "oracle_every",
+    "single_shot_every",
+    "single_shot_baseline",
+    "oracle_seeds",
+    "mia_protocol",
+    "precision",
+)
+
+
+def _replayed_records(argv: list[str]) -> list[str]:
+    """argv with each `--config RUN_DIR/config.yaml` (a run's record, told by its `method_args`) replaced, in place,
+    by the options that record stands for (`_record_arguments`): `run --config runs/X/config.yaml --out elsewhere`
+    replays run X, as Lightning replays its saved config. Other --config files stay as they are."""
+    replayed, i = [], 0
+    while i < len(argv):
+        arg, path, step = argv[i], None, 1
+        if arg == "--config" and i + 1 < len(argv):
+            path, step = argv[i + 1], 2
+        elif arg.startswith("--config="):
+            path = arg.split("=", 1)[1]
+        options = _read_config(path) if path is not None else {}
+        replayed += _record_arguments(path, options) if "method_args" in options else argv[i : i + step]
+        i += step
+    return replayed
+
+
+def _record_arguments(path: str, record: dict) -> list[str]:
+    """The `run` options a run's record stands for: its numbers' every input, the method's hyperparameters and the
+    guards' arguments spelled out (defaults included), so the replay is the same run, its output and hardware
+    (precision aside) the command line's. Where the record's values were tuned, they are given explicitly: the
+    replay's numbers are the same, its folder is not named `-tuned`."""
+    from unlearnbench.records import MalformedRecordError, RunIdentity
+
+    try:
+        identity = RunIdentity.from_json(record)
+    except MalformedRecordError as error:
+        raise UsageError(f"config {path} is not a run's config.yaml: {error}") from error
+    if identity.split != "test":
+        raise UsageError(f"config {path} is a tuning trial's run (split {identity.split}); `unlearnbench tune` runs it")
+    argv = []
+    for name in RECORD_OPTIONS:
+        if getattr(identity, name) is not None:
+            argv += [f"--{name}", _option_text(getattr(identity, name))]
+    argv += ["--recipe", json.dumps(identity.recipe)]
+    for group in ("dataset_args", "arch_args"):
+        argv += [
+            arg
+            for key, value in (getattr(identity, group) or {}).items()
+            for arg in (f"--{group}.{key}", _option_text(value))
+        ]
+    for name, value in _method_options(identity.method, identity.method_args).items():
+        argv += [f"--{name}", _option_text(value)]
+    for guard in identity.guards or []:
+        ((name, args),) = guard.items()
+        argv += [
+            "--guard",
+            name,
+            *(arg for key, value in args.items() for arg in (f"--{name}.{key}", _option_text(value))),
+        ]
+    return argv
+
+
+def _option_text(value: object) -> str:
+    """A value as the command line gives it to the parser: text as it is, anything else as JSON (`0.1`, `true`)."""
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def _refuse_retired_spellings(argv: list[str], method: str) -> None:
@@ -465,22 +546,29 @@ def cmd_run(argv: list[str]) -> int:
 def _tuned_defaults(args) -> dict:
     from unlearnbench.config import ConfigError
     from unlearnbench.hparams import load_tuned
-    from unlearnbench.methods.base import method_arguments
     from unlearnbench.ranges import flat_parameters
     from unlearnbench.registry import METHODS
 
     values = load_tuned(args.hparams, args.dataset, args.arch, args.stream, args.method)["hparams"]
-    cls = METHODS.get(args.method)
-    unknown = sorted(set(values) - set(flat_parameters(cls)))
+    unknown = sorted(set(values) - set(flat_parameters(METHODS.get(args.method))))
     if unknown:
         raise ConfigError(f"tuned file for {args.method} sets {', '.join(unknown)}, which it has no argument for")
-    defaults = {}
-    for name, value in method_arguments(cls, values).items():
-        if is_dataclass(value):  # a group: one option per field (`lr` -> `salun.optim.lr`)
-            defaults |= {f"{args.method}.{name}.{field}": v for field, v in asdict(value).items()}
+    return _method_options(args.method, values)
+
+
+def _method_options(method: str, values: dict) -> dict:
+    """A method's hyperparameters by flat name (`lr`, as tuned files and run records name them) as its `run` options
+    (`salun.optim.lr`: a group's fields one option each)."""
+    from unlearnbench.methods.base import method_arguments
+    from unlearnbench.registry import METHODS
+
+    options = {}
+    for name, value in method_arguments(METHODS.get(method), values).items():
+        if is_dataclass(value):
+            options |= {f"{method}.{name}.{field}": v for field, v in asdict(value).items()}
         else:
-            defaults[f"{args.method}.{name}"] = value
-    return defaults
+            options[f"{method}.{name}"] = value
+    return options
 
 
 def cmd_list(argv: list[str]) -> int:
