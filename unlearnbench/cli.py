@@ -71,14 +71,10 @@ def _fail(message: str) -> None:
     raise SystemExit(EXIT_USAGE)
 
 
-def _chosen_method(argv: list[str]) -> str | None:
-    """The method named on the command line, or in the last --config file that names one."""
-    return _chosen(argv, "method")
-
-
-def _chosen(argv: list[str], option: str) -> str | None:
-    """The value of `--option` as the parser will see it (the command line and --config files, the last one wins)."""
-    value = _given(argv).get(option)
+def _chosen(given: dict[str, object], option: str) -> str | None:
+    """The name `option` is given (`_given`: the command line and --config files, the last one wins), as the parser
+    will see it."""
+    value = given.get(option)
     if value is not None and not isinstance(value, str):
         raise UsageError(f"{option} must be a name, got {excerpt(value)}")
     return value
@@ -395,7 +391,8 @@ def parse_run_args(argv: list[str]):
     from unlearnbench.registry import GUARDS
 
     argv = _replayed_records(argv)
-    method = _chosen_method(argv)
+    given = _given(argv)  # the --config files read once for the choices below
+    method = _chosen(given, "method")
     guards, argv = _chosen_guards(argv)
     for guard in guards:
         if guard not in GUARDS.catalog():
@@ -403,7 +400,7 @@ def parse_run_args(argv: list[str]):
     if method is not None:
         _refuse_retired_spellings(argv, method)
     argv = _argument_groups(argv)
-    parser = run_parser(method, guards, _chosen(argv, "dataset") or "digits", _chosen(argv, "arch") or "smallcnn")
+    parser = run_parser(method, guards, _chosen(given, "dataset") or "digits", _chosen(given, "arch") or "smallcnn")
     try:
         args = parser.parse_args(argv)
         if args.hparams is not None:  # tuned values become the method's defaults; explicit arguments still win
