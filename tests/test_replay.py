@@ -4,14 +4,16 @@ run (same identity, same folder name) and, run, gives the same numbers."""
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.conftest import FAST_RECIPE
-from unlearnbench.cli import main, parse_run_args, run_config
+from unlearnbench.cli import RECORD_PARTS, main, parse_run_args, run_config, run_parser
 from unlearnbench.plan import plan_run
+from unlearnbench.records import RunIdentity
 from unlearnbench.registry import METHODS
 
 
@@ -22,6 +24,13 @@ def _plan(argv: list[str]):
 def _write_record(plan, path: Path) -> Path:
     path.write_text(yaml.safe_dump(plan.identity.to_json(), sort_keys=False))
     return path
+
+
+def test_every_field_of_a_record_is_a_run_option_or_spelled_out():
+    """A field added to the run's identity is replayed: it is an option of `run` of its name, or a part that
+    `_record_arguments` spells out."""
+    options = {action.dest for action in run_parser(None)._actions}
+    assert {field.name for field in fields(RunIdentity)} - set(RECORD_PARTS) <= options
 
 
 @pytest.mark.parametrize("method", METHODS.names())

@@ -413,24 +413,9 @@ def parse_run_args(argv: list[str]):
     return args
 
 
-#: The fields of a run's record (`config.yaml`, `records.RunIdentity`) that are `run` options of the same name.
-RECORD_OPTIONS = (
-    "method",
-    "stream",
-    "size",
-    "requests",
-    "dataset",
-    "arch",
-    "seed",
-    *SEED_PARTS,
-    "oracle",
-    "oracle_every",
-    "single_shot_every",
-    "single_shot_baseline",
-    "oracle_seeds",
-    "mia_protocol",
-    "precision",
-)
+#: The fields of a run's record (`config.yaml`, `records.RunIdentity`) that are not a `run` option of their own name
+#: (`_record_arguments` spells each out); every other field is one, replayed as it is.
+RECORD_PARTS = ("method_args", "recipe", "dataset_args", "arch_args", "guards", "tuned", "split", "metrics")
 
 
 def _replayed_records(argv: list[str]) -> list[str]:
@@ -464,9 +449,9 @@ def _record_arguments(path: str, record: dict) -> list[str]:
     if identity.split != "test":
         raise UsageError(f"config {path} is a tuning trial's run (split {identity.split}); `unlearnbench tune` runs it")
     argv = []
-    for name in RECORD_OPTIONS:
-        if getattr(identity, name) is not None:
-            argv += [f"--{name}", _option_text(getattr(identity, name))]
+    for field in fields(identity):
+        if field.name not in RECORD_PARTS and getattr(identity, field.name) is not None:
+            argv += [f"--{field.name}", _option_text(getattr(identity, field.name))]
     argv += ["--recipe", json.dumps(identity.recipe)]
     for group in ("dataset_args", "arch_args"):
         argv += [
