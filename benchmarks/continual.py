@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from unlearnbench.plan import load_suite
+from unlearnbench.grid import load_suite
 from unlearnbench.rundir import RunDirectory
 from unlearnbench.suite import run_suite
 

@@ -94,7 +94,7 @@ config = RunConfig(
     out=Path(out) / "runs",
     hardware=Hardware(accelerator, int(devices), strategy, 1, precision),
 )
-runner = Runner(config)
+runner = Runner.from_config(config)
 timed = {"oracle training": [0, 0.0, 0], "evaluation": [0, 0.0, 0]}  # images, seconds, calls
 num_train, num_test = len(runner.dataset.train), len(runner.dataset.test)
 train_model, logits = runner.trained_model, runner.logits

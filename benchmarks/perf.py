@@ -32,6 +32,8 @@ measured in the same script, interleaved, median of the repeats):
 - S1/S2 `unlearnbench --help` / `unlearnbench list` wall time                          [< 1.5 s]
 - S3   a refused `run` (unknown method, `--requests 0`, a config file that is not YAML, a `--data-dir` that does
        not exist), the slowest of them: wall time, the import of the runner beside it   [< 2 s]
+- S4   a refused `suite` and `tune` (an unknown method, `requests: 0` in a cell or a study, a suite file that is
+       not YAML), the slowest of them: wall time, the import of the runner beside it   [< 2 s]
 """
 
 from __future__ import annotations
@@ -104,7 +106,7 @@ def p1_fit(root: Path, repeats: int) -> None:
 
 
 def _p1_fit(root: Path, repeats: int) -> None:
-    runner = Runner(_config(root, method_args={"optim": {"epochs": 5}}))
+    runner = Runner.from_config(_config(root, method_args={"optim": {"epochs": 5}}))
     pretrained = runner.trained_model(np.zeros(0, dtype=np.int64), "pretraining")
     state = {k: v.clone() for k, v in pretrained.state_dict().items()}
     request = runner.stream.select(1)
@@ -135,7 +137,7 @@ def _bare_run(root: Path, _repeat: int) -> float:
     The scoring runs with numpy's BLAS on one thread, as in `Runner.run`: same scoring, same cost.
     """
     start = time.perf_counter()
-    bare = Runner(_config(root))
+    bare = Runner.from_config(_config(root))
     model = bare.trained_model(np.zeros(0, dtype=np.int64), "pretraining")
     hp = bare.method.optim
     with threadpool_limits(limits=1, user_api="blas"):
@@ -153,12 +155,12 @@ def _bare_run(root: Path, _repeat: int) -> float:
 
 def _runner_run(root: Path, repeat: int) -> float:
     start = time.perf_counter()
-    Runner(_config(root, run_dir=root / f"p1b-{repeat}")).run()
+    Runner.from_config(_config(root, run_dir=root / f"p1b-{repeat}")).run()
     return time.perf_counter() - start
 
 
 def p1_run(root: Path, repeats: int) -> None:
-    Runner(_config(root)).run()  # warm the store: pretrained model and every oracle
+    Runner.from_config(_config(root)).run()  # warm the store: pretrained model and every oracle
     ratios = _alternating_ratios(partial(_runner_run, root), partial(_bare_run, root), repeats)
     ratio = statistics.median(ratios)
     spread = f"repeats {min(ratios):.3f}..{max(ratios):.3f}"
@@ -166,7 +168,7 @@ def p1_run(root: Path, repeats: int) -> None:
 
 
 def p2_eval(root: Path, repeats: int) -> None:
-    runner = Runner(_config(root, requests=9))
+    runner = Runner.from_config(_config(root, requests=9))
     model = runner.trained_model(np.zeros(0, dtype=np.int64), "pretraining")
 
     def evaluate(t: int) -> float:
@@ -190,7 +192,7 @@ def p3_suite(root: Path) -> None:
 
     start = time.perf_counter()
     single = _config(root / "p3-single", requests=3)
-    Runner(single).run()
+    Runner.from_config(single).run()
     one_run = time.perf_counter() - start
     start = time.perf_counter()
     first = run_suite(suite(root / "p3-suite"))
@@ -205,7 +207,7 @@ def p3_suite(root: Path) -> None:
 
 
 def p4_loft(root: Path) -> None:
-    runner = Runner(_config(root, method="loft"))
+    runner = Runner.from_config(_config(root, method="loft"))
     result = runner.run()
     after_first = [row.method["rte_s"] for row in result.rows[1:]]
     worst = max(after_first)
@@ -249,7 +251,7 @@ def p6_bookkeeping(root: Path, repeats: int) -> None:
     from unlearnbench.training import build_model
 
     T, window = 100, range(6, 16)
-    runner = Runner(_config(root, requests=T, stream="random", size=0.005), Reporter(quiet=True))
+    runner = Runner.from_config(_config(root, requests=T, stream="random", size=0.005), Reporter(quiet=True))
     runner.method.attach(build_model("smallcnn", runner.dataset), runner.dataset.num_classes)
     state = runner.method.resume_state()
     scores = {key: 50.0 for key in METRIC_KEYS}
@@ -308,7 +310,7 @@ def _bare_tensor_fit(model: torch.nn.Module, images, labels, indices, hp, epochs
 def _p7_pretraining(root: Path, key: str, arch: str, arch_args: dict, epochs: int, repeats: int) -> Runner:
     from unlearnbench.training import build_model, train_from_scratch
 
-    runner = Runner(_config(root / key, arch=arch, arch_args=arch_args, **MEMORIZING_TIER))
+    runner = Runner.from_config(_config(root / key, arch=arch, arch_args=arch_args, **MEMORIZING_TIER))
     dataset, recipe = runner.dataset, replace(runner.recipe, epochs=epochs)
     images, labels = dataset.train.normalized(dataset.mean, dataset.std), dataset.train.labels
     everything = torch.arange(len(labels))
@@ -367,7 +369,7 @@ def p7_memorizing(root: Path, repeats: int) -> None:
 def p8_together(root: Path, repeats: int) -> None:
     from unlearnbench.training import train_from_scratch, train_together
 
-    runner = Runner(_config(root / "P8", arch="mlp", **MEMORIZING_TIER))
+    runner = Runner.from_config(_config(root / "P8", arch="mlp", **MEMORIZING_TIER))
     recipe, seeds = replace(runner.recipe, epochs=2), list(range(16))
     keep = np.arange(len(runner.train_labels))
     make_trainer = partial(runner.trainer, label="oracles")
@@ -497,7 +499,8 @@ def _wall_seconds(argv: list[str], expected_code: int = 0) -> float:
 
 
 def refusals(root: Path) -> None:
-    """S3: bad input is refused before torch and Lightning are imported (`unlearnbench.early_checks`)."""
+    """S3, S4: bad input to `run`, `suite` and `tune` is refused before torch and Lightning are imported
+    (`unlearnbench.early_checks`, `unlearnbench.grid`)."""
     (root / "bad.yaml").write_text("requests: [1\n")
     cases = {
         "unknown method": ["run", "--method", "nosuch"],
@@ -505,6 +508,22 @@ def refusals(root: Path) -> None:
         "bad config": ["run", "--method", "finetune", "--config", str(root / "bad.yaml")],
         "missing --data-dir": ["run", "--method", "finetune", "--data-dir", str(root / "nowhere")],
     }
+    _report_refusals("S3", "run", cases)
+    (root / "unknown.yaml").write_text(f"out: {root / 'out'}\nmethods: [nosuch]\n")
+    (root / "zero.yaml").write_text(f"out: {root / 'out'}\nmethods: [finetune]\ncommon: {{requests: 0}}\n")
+    cases = {
+        "suite unknown method": ["suite", str(root / "unknown.yaml")],
+        "suite requests: 0": ["suite", str(root / "zero.yaml")],
+        "suite not YAML": ["suite", str(root / "bad.yaml")],
+        "tune unknown method": ["tune", "--method", "nosuch"],
+        "tune --requests 0": ["tune", "--method", "finetune", "--requests", "0"],
+        "tune suite unknown method": ["tune", "--suite", str(root / "unknown.yaml")],
+    }
+    _report_refusals("S4", "suite` or `tune", cases)
+
+
+def _report_refusals(key: str, command: str, cases: dict[str, list[str]]) -> None:
+    """The slowest of `cases` (each refused, exit code 2) against the import of the runner beside it."""
     seconds = {what: _wall_seconds(argv, expected_code=2) for what, argv in cases.items()}
     start = time.perf_counter()
     subprocess.run([sys.executable, "-c", "import unlearnbench.runner"], check=True)
@@ -512,7 +531,12 @@ def refusals(root: Path) -> None:
     worst = max(seconds.values())
     detail = ", ".join(f"{what} {value:.2f}" for what, value in seconds.items())
     report(
-        "S3", "slowest refused `run` wall seconds", worst, "< 2 s", worst < 2, f"{detail}; runner import {imports:.2f}"
+        key,
+        f"slowest refused `{command}` wall seconds",
+        worst,
+        "< 2 s",
+        worst < 2,
+        f"{detail}; runner import {imports:.2f}",
     )
 
 

@@ -47,7 +47,7 @@ def measure(dataset: str, arch: str, dataset_args: dict, arch_args: dict, recipe
             logger="none",
             hardware=Hardware(accelerator="cpu"),
         )
-        runner = Runner(config)
+        runner = Runner.from_config(config)
         cpu, wall = time.process_time(), time.perf_counter()
         model = runner.trained_model(np.array([], dtype=np.int64), "pretraining")
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall

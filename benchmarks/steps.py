@@ -46,7 +46,8 @@ from unlearnbench.cli import parse_run_args, run_config  # noqa: E402
 from unlearnbench.config import RunConfig  # noqa: E402
 from unlearnbench.data.cache import DatasetCache  # noqa: E402
 from unlearnbench.errors import ConfigError  # noqa: E402
-from unlearnbench.plan import load_suite, suite_grid  # noqa: E402
+from unlearnbench.grid import load_suite  # noqa: E402
+from unlearnbench.plan import suite_grid  # noqa: E402
 from unlearnbench.registry import METHODS  # noqa: E402
 from unlearnbench.runner import Runner  # noqa: E402
 
@@ -87,9 +88,9 @@ class FitCounter(Callback):
 class CountingRunner(Runner):
     """A `Runner` whose every Trainer also carries `counter`."""
 
-    def __init__(self, config: RunConfig, datasets: DatasetCache | None = None):
+    def __init__(self, plan, reporter=None, datasets: DatasetCache | None = None):
         self.counter = FitCounter()
-        super().__init__(config, datasets=datasets)
+        super().__init__(plan, reporter, datasets)
 
     def trainer(self, epochs: int, label: str, callbacks: tuple = (), logger=False):
         return super().trainer(epochs, label, (*callbacks, self.counter), logger)
@@ -109,7 +110,7 @@ def budget(method) -> str:
 def request_steps(config: RunConfig, datasets: DatasetCache | None = None) -> StepCount:
     """Request 1 of `config` served by its method from the pretrained model, its optimizer steps counted."""
     try:
-        runner = CountingRunner(config, datasets)
+        runner = CountingRunner.from_config(config, datasets=datasets)
     except ConfigError as error:
         return StepCount(config.method, "—", 0, 0, 0, 0, 0, refused=str(error))
     method = runner.method.attach(runner.pretrained_model(), runner.dataset.num_classes).to(runner.eval_device)

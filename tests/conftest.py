@@ -52,7 +52,7 @@ def tiny_config(out: Path, store: Path, method: str, stream: str = "classwise", 
 
 
 def run_tiny(out: Path, store: Path, method: str, stream: str = "classwise", **overrides):
-    return Runner(tiny_config(out, store, method, stream, **overrides)).run()
+    return Runner.from_config(tiny_config(out, store, method, stream, **overrides)).run()
 
 
 @pytest.fixture

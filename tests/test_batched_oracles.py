@@ -110,7 +110,7 @@ def test_the_references_of_k_oracles_are_trained_in_one_fit_and_the_row_oracle_a
     monkeypatch.setattr(Runner, "train_models_together", recording)
     store = tmp_path / "store"
     common = {"requests": 1, "single_shot_every": 0, "arch": "mlp", "method_args": {"epochs": 1}}
-    runner = Runner(tiny_config(tmp_path / "k4", store, "finetune", oracle_seeds=4, **common))
+    runner = Runner.from_config(tiny_config(tmp_path / "k4", store, "finetune", oracle_seeds=4, **common))
     result = runner.run()
     assert groups == [[1, 2, 3]]
     entries = [json.loads(path.read_text()) for path in store.glob("*.json")]
@@ -119,9 +119,9 @@ def test_the_references_of_k_oracles_are_trained_in_one_fit_and_the_row_oracle_a
     batched = [runner.model_spec(request.forgotten, seed, batched=True) for seed in (1, 2, 3)]
     assert {spec.key() for spec in batched} <= {entry["key"] for entry in entries}
     assert runner.model_spec(request.forgotten, 1).key() not in {entry["key"] for entry in entries}
-    single = Runner(tiny_config(tmp_path / "k1", store, "finetune", oracle_seeds=1, **common)).run()
+    single = Runner.from_config(tiny_config(tmp_path / "k1", store, "finetune", oracle_seeds=1, **common)).run()
     assert single.rows[0].oracle == result.rows[0].oracle  # the row's oracle is the same model
-    again = Runner(tiny_config(tmp_path / "again", store, "finetune", oracle_seeds=4, **common))
+    again = Runner.from_config(tiny_config(tmp_path / "again", store, "finetune", oracle_seeds=4, **common))
     again.run()
     assert again.store.trained == 0 and groups == [[1, 2, 3]]
 
@@ -151,7 +151,7 @@ def test_batched_references_of_other_shapes_are_retrained_together_with_one_warn
     monkeypatch.setattr(Runner, "train_models_together", recording)
     store = tmp_path / "store"
     common = {"requests": 1, "single_shot_every": 0, "arch": "mlp", "method_args": {"epochs": 1}}
-    runner = Runner(tiny_config(tmp_path / "first", store, "finetune", oracle_seeds=4, **common))
+    runner = Runner.from_config(tiny_config(tmp_path / "first", store, "finetune", oracle_seeds=4, **common))
     runner.run()
     request = runner.stream.select(1)
     damaged = [store / f"{runner.model_spec(request.forgotten, seed, batched=True).key()}.pt" for seed in (1, 2, 3)]
@@ -164,7 +164,7 @@ def test_batched_references_of_other_shapes_are_retrained_together_with_one_warn
         meta.write_text(json.dumps(json.loads(meta.read_text()) | {"sha256": sha256_bytes(buffer.getvalue())}))
     groups.clear()
     caplog.clear()
-    again = Runner(tiny_config(tmp_path / "again", store, "finetune", oracle_seeds=4, **common))
+    again = Runner.from_config(tiny_config(tmp_path / "again", store, "finetune", oracle_seeds=4, **common))
     again.run()
     assert groups == [[1, 2, 3]] and again.store.trained == 3
     warned = [r.getMessage() for r in caplog.records if r.name == "unlearnbench.store" and r.levelname == "WARNING"]

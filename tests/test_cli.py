@@ -193,6 +193,12 @@ def test_bad_run_options_are_refused_before_torch_and_lightning_are_imported(arg
     (tmp_path / "zero.yaml").write_text("requests: 0\n")
     (tmp_path / "method.yaml").write_text("method: finetune\n")
     argv = ["run", *(arg.replace("{tmp}", str(tmp_path)) for arg in argv), "--out", str(tmp_path / "out")]
+    _assert_refused_before_torch(argv, message.replace("{tmp}", str(tmp_path)), tmp_path)
+
+
+def _assert_refused_before_torch(argv: list[str], message: str, tmp_path: Path) -> None:
+    """`unlearnbench ARGV` exits 2 with one line holding `message`, writes no `out` folder and imports no heavy
+    library (a refusal costs well under 2 s: benchmarks/perf.py S3, S4)."""
     probe = (
         "import sys\nfrom unlearnbench.cli import main\n"
         f"try:\n    main({argv!r})\nexcept SystemExit as exit:\n    code = exit.code\n"
@@ -203,8 +209,60 @@ def test_bad_run_options_are_refused_before_torch_and_lightning_are_imported(arg
         [sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path, env={"PYTHONPATH": str(ROOT)}
     )
     assert result.stdout.strip() == "2 []", result.stdout + result.stderr[-2000:]
-    assert result.stderr.count("\n") == 1 and message.replace("{tmp}", str(tmp_path)) in result.stderr, result.stderr
+    assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
     assert not (tmp_path / "out").exists()
+
+
+#: A suite file's content (its cells are partial runs) and what `unlearnbench suite` says of it.
+SUITE_REFUSALS = [
+    ({"methods": ["nope"]}, "cell 1/1 (digits/smallcnn, nope, classwise, seed 0): unknown method 'nope'"),
+    ({"methods": ["ga"], "common": {"requests": 0}}, "requests must be >= 1, got 0"),
+    ({"methods": ["ga"], "streams": [{"stream": "sideways"}]}, "unknown stream 'sideways'"),
+    ({"methods": ["ga"], "settings": [{}, {"dataset": "mnist9"}]}, "cell 2/2 (mnist9/smallcnn, ga, "),
+    ({"methods": [{"method": "ga", "guards": ["wall"]}]}, "unknown guard 'wall'"),
+    ({"methods": ["ga"], "seeds": [0, 1], "common": {"train_seed": -1}}, "train_seed must be a whole number >= 0"),
+    ({"methods": ["ga"], "common": {"logger": "paper"}}, "unknown logger 'paper'"),
+    ({"methods": ["ga"], "extra": 1}, "unknown suite key(s) extra"),
+    ("methods: [ga\n", "cannot read suite"),
+]
+
+
+@pytest.mark.parametrize(("suite", "message"), SUITE_REFUSALS, ids=[m for _, m in SUITE_REFUSALS])
+def test_bad_suites_are_refused_before_torch_and_lightning_are_imported(suite, message, tmp_path):
+    path = tmp_path / "suite.yaml"
+    path.write_text(suite if isinstance(suite, str) else yaml_dump({**suite, "out": str(tmp_path / "out")}))
+    _assert_refused_before_torch(["suite", str(path), "--check"], message, tmp_path)
+
+
+TUNE_REFUSALS = [
+    (["--method", "nope"], "unknown method 'nope'; choose one of: "),
+    (["--method", "ga", "--stream", "sideways"], "unknown stream 'sideways'"),
+    (["--method", "ga", "--arch", "vgg99"], "unknown arch 'vgg99'"),
+    (["--method", "ga", "--requests", "0"], "requests must be >= 1, got 0"),
+    (["--method", "ga", "--size", "-1"], "size must be a finite number > 0"),
+    (["--method", "ga", "--data-dir", "{tmp}/nowhere"], "does not exist"),
+    (["--suite", "{tmp}/nope.yaml"], "tune study of nope on classwise: unknown method 'nope'"),
+    (["--suite", "{tmp}/zero.yaml"], "tune study of ga on random: requests must be >= 1, got 0"),
+    (["--suite", "{tmp}/broken.yaml"], "cannot read suite"),
+]
+
+
+@pytest.mark.parametrize(("argv", "message"), TUNE_REFUSALS, ids=[" ".join(a) for a, _ in TUNE_REFUSALS])
+def test_bad_tune_options_are_refused_before_torch_and_lightning_are_imported(argv, message, tmp_path):
+    (tmp_path / "nope.yaml").write_text(yaml_dump({"methods": ["nope"]}))
+    (tmp_path / "zero.yaml").write_text(
+        yaml_dump({"methods": ["ga"], "streams": ["random"], "common": {"requests": 0}})
+    )
+    (tmp_path / "broken.yaml").write_text("methods: [ga\n")
+    argv = ["tune", *(arg.replace("{tmp}", str(tmp_path)) for arg in argv), "--out", str(tmp_path / "out")]
+    _assert_refused_before_torch(argv, message.replace("{tmp}", str(tmp_path)), tmp_path)
+
+
+@pytest.mark.parametrize("path", sorted(ROOT.glob("benchmarks/tune_*.yaml")), ids=lambda path: path.name)
+def test_the_early_checks_accept_every_shipped_tune_suite(path):
+    from unlearnbench.grid import check_tune_file
+
+    check_tune_file(path)
 
 
 EARLY_ACCEPTED = [

@@ -55,7 +55,7 @@ def test_subset_arguments_select_balanced_splits_and_change_the_fingerprint():
 
 def test_two_subsets_never_share_a_stored_model(tmp_path):
     runs = [
-        Runner(RunConfig(method="finetune", dataset_args={"train_size": size}, out=tmp_path, recipe=RECIPE))
+        Runner.from_config(RunConfig(method="finetune", dataset_args={"train_size": size}, out=tmp_path, recipe=RECIPE))
         for size in (100, 200)
     ]
     assert [len(runner.dataset.train) for runner in runs] == [100, 200]

@@ -161,10 +161,12 @@ def test_runconfig_passes_data_dir_to_the_dataset(tmp_path):
     config = RunConfig(
         method="finetune", dataset="cifar10", data_dir=tmp_path / "data", requests=1, out=tmp_path / "runs"
     )
-    runner = Runner(config)
+    runner = Runner.from_config(config)
     assert runner.dataset.name == "cifar10" and len(runner.dataset.train) == 20
     with pytest.raises(ConfigError, match="cifar10: no CIFAR-10"):
-        Runner(RunConfig(method="finetune", dataset="cifar10", data_dir=tmp_path / "x", out=tmp_path / "runs"))
+        Runner.from_config(
+            RunConfig(method="finetune", dataset="cifar10", data_dir=tmp_path / "x", out=tmp_path / "runs")
+        )
 
 
 # ---------------------------------------------------------------- Tiny-ImageNet layout
@@ -302,7 +304,7 @@ def test_a_stream_runs_end_to_end_on_a_folder_dataset(tmp_path, monkeypatch):
         out=tmp_path / "runs",
         hardware=Hardware(accelerator="cpu"),
     )
-    result = Runner(config).run()
+    result = Runner.from_config(config).run()
     row = result.rows[0]
     assert row.t == 1 and row.oracle is not None
     assert 0 <= row.method["forget_acc"] <= 100 and 0 <= row.method["test_acc"] <= 100

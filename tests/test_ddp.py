@@ -38,10 +38,10 @@ def test_ranks_cover_every_index_with_equal_step_counts(monkeypatch, n):
 def test_ddp_run_metrics_equal_a_single_process_evaluation(tmp_path, shared_store):
     hardware = Hardware(accelerator="cpu", devices=2, strategy="ddp")
     config = tiny_config(tmp_path, shared_store, "rl", requests=2, hardware=hardware)
-    result = Runner(config).run()
+    result = Runner.from_config(config).run()
     assert len(result.rows) == 2 and result.summary.status == "complete"
 
-    single = Runner(tiny_config(tmp_path, shared_store, "rl", requests=2))
+    single = Runner.from_config(tiny_config(tmp_path, shared_store, "rl", requests=2))
     model = single.trained_model(np.zeros(0, dtype=np.int64), "pretraining")
     single.method.attach(model, single.dataset.num_classes)
     single.method.load_state_dict(RunDirectory(result.run_dir).load_state(2))
@@ -112,7 +112,7 @@ def test_two_nodes_train_together_and_equal_one_node_with_two_devices(tmp_path):
 
     hardware = Hardware(accelerator="cpu", devices=2, strategy="ddp")
     config = tiny_config(tmp_path / "one-node", tmp_path / "store-one-node", "rl", requests=2, hardware=hardware)
-    one_node = Runner(replace(config, logger="none")).run().rows
+    one_node = Runner.from_config(replace(config, logger="none")).run().rows
     for ours, reference in zip(two_nodes, one_node, strict=True):
         for side in ("method", "oracle"):
             for key in ("forget_acc", "retain_acc", "test_acc", "forget_test_acc", "history"):

@@ -90,7 +90,7 @@ def documented_runs(tmp_path_factory, shared_store) -> Path:
             method_args={"epochs": 1},
         )
         assert config.recipe == FAST_RECIPE
-        Runner(config).run()
+        Runner.from_config(config).run()
     return folder
 
 

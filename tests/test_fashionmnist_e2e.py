@@ -63,7 +63,7 @@ def test_real_subset_pretrains_above_80_percent_and_oracles_forget_their_classes
     from unlearnbench.cli import parse_run_args, run_config
     from unlearnbench.runner import Runner
 
-    runner = Runner(run_config(parse_run_args(argv[1:])))
+    runner = Runner.from_config(run_config(parse_run_args(argv[1:])))
     pretrained = runner.logits(runner.trained_model(np.array([], dtype=np.int64), "pretraining"))
     pretrained_acc = 100 * float((pretrained.test.argmax(1) == runner.test_labels).mean())
     print(f"pretrained test accuracy {pretrained_acc:.1f}%")
@@ -104,7 +104,7 @@ def test_mlp_tier_memorizes_so_a_random_forget_set_has_something_to_remove(tmp_p
     from unlearnbench.cli import parse_run_args, run_config
     from unlearnbench.runner import Runner
 
-    runner = Runner(run_config(parse_run_args(argv[1:])))
+    runner = Runner.from_config(run_config(parse_run_args(argv[1:])))
     request = runner.stream.select(1)
     labels = runner.train_labels
     original, oracle = runner.logits(runner.pretrained_model()), runner.logits(runner.oracle(request, 0))

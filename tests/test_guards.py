@@ -137,7 +137,7 @@ def test_guard_state_survives_resume(tmp_path, shared_store, monkeypatch):
             out, shared_store, "finetune", oracle="none", guards=["orthogonal"], method_args={"epochs": 1}
         )
 
-    whole = Runner(config(tmp_path / "whole"))
+    whole = Runner.from_config(config(tmp_path / "whole"))
     whole_rows = whole.run().rows
     serve = Runner.serve
 
@@ -148,9 +148,9 @@ def test_guard_state_survives_resume(tmp_path, shared_store, monkeypatch):
 
     monkeypatch.setattr(Runner, "serve", crash_at_2)
     with pytest.raises(KeyboardInterrupt):
-        Runner(config(tmp_path / "resumed")).run()
+        Runner.from_config(config(tmp_path / "resumed")).run()
     monkeypatch.setattr(Runner, "serve", serve)
-    resumed = Runner(config(tmp_path / "resumed"))
+    resumed = Runner.from_config(config(tmp_path / "resumed"))
     rows = resumed.run().rows
     assert len(resumed.guards[0].updates) == 2
     torch.testing.assert_close(resumed.guards[0].updates, whole.guards[0].updates)

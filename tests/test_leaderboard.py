@@ -561,7 +561,9 @@ def test_unlearning_chains_share_a_row_and_show_their_backward_privacy(tmp_path)
 
     options = {"requests": 3, "oracle_seeds": 3, "oracle_every": 2, "save_logits": True}
     paths = [
-        Runner(tiny_config(tmp_path / "runs", tmp_path / "store", "finetune", unlearn_seed=k, **options)).run().run_dir
+        Runner.from_config(tiny_config(tmp_path / "runs", tmp_path / "store", "finetune", unlearn_seed=k, **options))
+        .run()
+        .run_dir
         for k in range(3)
     ]
     board = build_leaderboard(tmp_path / "runs", tmp_path / "board")

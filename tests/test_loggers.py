@@ -47,7 +47,7 @@ def _crash_at_request_2(monkeypatch):
 
 
 def test_offline_wandb_writes_only_inside_the_run_dir(tmp_path, shared_store, empty_home):
-    result = Runner(tiny_config(tmp_path / "runs", shared_store, "ga", logger="wandb")).run()
+    result = Runner.from_config(tiny_config(tmp_path / "runs", shared_store, "ga", logger="wandb")).run()
     run_id = json.loads((result.run_dir / STATE_FILE).read_text())["wandb_id"]
     (offline,) = (result.run_dir / "wandb").glob("offline-run-*")
     assert offline.name.endswith(f"-{run_id}")
@@ -63,12 +63,12 @@ def test_a_resumed_run_continues_its_logger(tmp_path, shared_store, empty_home, 
     config = tiny_config(tmp_path / "runs", shared_store, "finetune", logger=kind)
     with monkeypatch.context() as patch:
         _crash_at_request_2(patch)
-        runner = Runner(config)
+        runner = Runner.from_config(config)
         with pytest.raises(SimulatedCrashError):
             runner.run()
         runner.run_logger.finish(failed=True)  # what the process's exit does for a killed run
     state = json.loads((runner.run_dir.path / STATE_FILE).read_text())
-    Runner(config).run()
+    Runner.from_config(config).run()
     resumed = json.loads((runner.run_dir.path / STATE_FILE).read_text())
     if kind == "wandb":
         assert resumed["wandb_id"] == state["wandb_id"]
@@ -85,7 +85,9 @@ def test_a_resumed_run_continues_its_logger(tmp_path, shared_store, empty_home, 
 
 
 def test_csv_logger_writes_losses_and_request_metrics(tmp_path, shared_store):
-    result = Runner(tiny_config(tmp_path / "runs", shared_store, "rl", requests=2)).run()  # csv is the default
+    result = Runner.from_config(
+        tiny_config(tmp_path / "runs", shared_store, "rl", requests=2)
+    ).run()  # csv is the default
     rows = list(csv.DictReader((result.run_dir / "csv_logs" / "from_t001" / "metrics.csv").open()))
     losses = [r for r in rows if r["train/loss"]]
     requests = [r for r in rows if r["request"]]
@@ -99,7 +101,9 @@ def test_csv_logger_writes_losses_and_request_metrics(tmp_path, shared_store):
 
 
 def test_logger_none_writes_no_log(tmp_path, shared_store):
-    result = Runner(tiny_config(tmp_path / "runs", shared_store, "finetune", requests=1, logger="none")).run()
+    result = Runner.from_config(
+        tiny_config(tmp_path / "runs", shared_store, "finetune", requests=1, logger="none")
+    ).run()
     assert not (result.run_dir / "csv_logs").exists() and not (result.run_dir / "wandb").exists()
 
 

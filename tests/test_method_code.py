@@ -94,11 +94,11 @@ def test_editing_a_stage_methods_module_changes_rums_recorded_code(tmp_path, mon
     """RUM's stages (finetune, salun by default) are looked up by name: an edit of finetune.py, which rum.py never
     imports, is a change of a finished RUM run's code, named."""
     config = tiny_config(tmp_path, shared_store, "rum", requests=1, single_shot_every=0)
-    first = Runner(config).run()
+    first = Runner.from_config(config).run()
     recorded = json.loads((first.run_dir / "provenance.json").read_text())["method_code"]
     assert {"unlearnbench.methods.finetune", "unlearnbench.methods.salun"} <= set(recorded["modules"])
     _edited(monkeypatch, tmp_path, "unlearnbench.methods.finetune")
-    note = Runner(config).run().stale_note()
+    note = Runner.from_config(config).run().stale_note()
     assert note is not None and "(unlearnbench.methods.finetune changed)" in note
 
 
@@ -139,12 +139,12 @@ def _record_other_code(run_dir: Path) -> None:
 
 def test_a_finished_run_whose_method_changed_says_so_and_how_to_rerun(tmp_path, shared_store):
     config = tiny_config(tmp_path, shared_store, "finetune")
-    first = Runner(config).run()
+    first = Runner.from_config(config).run()
     recorded = json.loads((first.run_dir / "provenance.json").read_text())["method_code"]
     assert recorded == method_code(METHODS.get("finetune"))
-    assert Runner(config).run().stale_note() is None  # unchanged code: nothing to say
+    assert Runner.from_config(config).run().stale_note() is None  # unchanged code: nothing to say
     _record_other_code(first.run_dir)
-    note = Runner(config).run().stale_note()
+    note = Runner.from_config(config).run().stale_note()
     assert note is not None and "(unlearnbench.methods.gradients changed)" in note and "choose another --out" in note
 
 
@@ -160,14 +160,14 @@ def test_a_partial_run_whose_helper_module_changed_is_not_resumed(tmp_path, shar
 
     monkeypatch.setattr(RunDirectory, "append_row", killed_at_the_second_row)
     with pytest.raises(RuntimeError):
-        Runner(config).run()
+        Runner.from_config(config).run()
     monkeypatch.undo()
-    run_dir = RunDirectory(Runner(config).run_dir.path)
+    run_dir = RunDirectory(Runner.from_config(config).run_dir.path)
     assert len(run_dir.rows()) == 1
     before = {p: p.read_bytes() for p in run_dir.path.rglob("*") if p.is_file() and p.name != ".lock"}
     _edited(monkeypatch, tmp_path, "unlearnbench.methods.gradients")
     with pytest.raises(MethodCodeChangedError) as refused:
-        Runner(config).run()
+        Runner.from_config(config).run()
     message = str(refused.value)
     assert "\n" not in message and "(unlearnbench.methods.gradients changed)" in message
     assert message.endswith(

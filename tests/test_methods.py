@@ -63,7 +63,9 @@ def test_method_runs_and_metrics_are_in_range(method, stream, tmp_path, shared_s
 
 @pytest.mark.parametrize("method", METHODS.names())
 def test_method_changes_parameters_and_forgets_at_a_strong_setting(method, tmp_path, shared_store):
-    runner = Runner(tiny_config(tmp_path, shared_store, method, requests=1, method_args=STRONG.get(method, {})))
+    runner = Runner.from_config(
+        tiny_config(tmp_path, shared_store, method, requests=1, method_args=STRONG.get(method, {}))
+    )
     pretrained = runner.trained_model(torch.zeros(0, dtype=torch.long).numpy(), "pretraining")
     request = runner.stream.select(1)
     forget_before = runner.score(runner.logits(pretrained), request)["forget_acc"]

@@ -86,7 +86,7 @@ def test_a_registered_metric_reaches_the_rows_gap_console_leaderboard_and_wandb(
     monkeypatch.setattr(wandb.sdk.wandb_run.Run, "log", log)
     console = Console(record=True, width=400, force_terminal=False)
     config = tiny_config(tmp_path / "runs", shared_store, "ga", logger="wandb", save_logits=True)
-    result = Runner(config, reporter=Reporter(console=console)).run()
+    result = Runner.from_config(config, reporter=Reporter(console=console)).run()
 
     rows = [json.loads(line) for line in (result.run_dir / "metrics.jsonl").read_text().splitlines()]
     manifest = json.loads((result.run_dir / "manifest.json").read_text())

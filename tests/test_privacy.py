@@ -450,7 +450,7 @@ def test_eps_score_on_digits_with_k8_train_seeds_orders_oracles_ga_and_the_pretr
             single_shot_every=0,
             method_args={"optim": {"lr": GA_TINY_LR, "epochs": 2}},
         )
-        runners.append(Runner(config))
+        runners.append(Runner.from_config(config))
         runners[-1].run()
     request = runners[0].stream.select(1)
     forget, labels = np.asarray(request.forget), runners[0].train_labels

@@ -30,13 +30,13 @@ def test_oracles_exist_at_the_scheduled_requests_only_and_the_store_holds_exactl
     config = tiny_config(
         tmp_path, store, "finetune", requests=7, oracle_every=3, single_shot_every=0, method_args={"epochs": 1}
     )
-    result = Runner(config).run()
+    result = Runner.from_config(config).run()
     assert [row.t for row in result.rows if row.oracle is not None] == [3, 6, 7]
     for row in result.rows:  # absent elsewhere: never 0, never the last oracle's values carried over
         has_gap = {"gap", "gap_acc", "lira_auc"} & set(row.method)
         assert bool(has_gap) == (row.oracle is not None), row.t
     entries = [json.loads(path.read_text()) for path in store.glob("*.json")]
-    forgotten = {t: len(Runner(config).stream.select(t).forgotten) for t in (3, 6, 7)}
+    forgotten = {t: len(Runner.from_config(config).stream.select(t).forgotten) for t in (3, 6, 7)}
     assert sorted(entry["num_excluded"] for entry in entries) == [0, *sorted(forgotten.values())]
     assert result.summary.scores["oracle_requests"] == 3
     assert result.summary.scores["mean_gap"] == pytest.approx(
@@ -64,9 +64,9 @@ def test_the_schedules_default_to_the_oracles_requests_and_always_include_t(tmp_
 
 def test_single_shot_at_t1_is_the_continual_row_and_a_fresh_single_shot_fit_gives_exactly_it(tmp_path, shared_store):
     config = tiny_config(tmp_path, shared_store, "neggrad_plus", requests=2)
-    result = Runner(config).run()
+    result = Runner.from_config(config).run()
     first, last = result.rows
-    runner = Runner(config)
+    runner = Runner.from_config(config)
     request = runner.stream.select(1)
     with threadpool_limits(limits=1, user_api="blas"):  # as in Runner.run: the norm's summation order is BLAS's
         method, served = runner.single_shot_fit(request, [])  # served now, not read from the cache
@@ -95,8 +95,8 @@ def test_the_single_task_counterfactual_serves_f_t_alone_and_the_cumulative_one_
     monkeypatch.setattr(METHODS.get("finetune"), "prepare", recording)
     # a store of its own: another test's cached counterfactuals would skip the fits recorded here
     config = tiny_config(tmp_path, tmp_path / "store", "finetune", requests=3, single_shot_baseline="both")
-    result = Runner(config).run()
-    stream = Runner(config).stream
+    result = Runner.from_config(config).run()
+    stream = Runner.from_config(config).stream
     train = np.arange(len(stream.dataset.train))
     forget = {t: stream.requests[t - 1].forget for t in (1, 2, 3)}
     # order per t >= 2: the continual fit, then the single-task and the cumulative counterfactuals
@@ -132,8 +132,8 @@ def test_the_default_baseline_is_single_task_and_a_bad_one_is_refused(tmp_path, 
 
 def test_every_row_records_the_original_model_and_the_summary_its_t0_history(tmp_path, shared_store):
     config = tiny_config(tmp_path, shared_store, "finetune", requests=2)
-    result = Runner(config).run()
-    runner = Runner(config)
+    result = Runner.from_config(config).run()
+    runner = Runner.from_config(config)
     pretrained = runner.logits(runner.pretrained_model())
     for row in result.rows:
         request = runner.stream.select(row.t)
@@ -160,14 +160,14 @@ def test_each_model_is_scored_once_per_request_the_oracle_too(tmp_path, shared_s
 
     monkeypatch.setattr(Runner, "score", counting)
     config = tiny_config(tmp_path, shared_store, "finetune", requests=2, single_shot_every=0)
-    result = Runner(config).run()
+    result = Runner.from_config(config).run()
     assert all(row.oracle is not None and "gap" in row.original for row in result.rows)
     assert len(scored) == 3 * 2  # method, oracle, original at each of the 2 requests
     assert len(set(scored)) == len(scored)
 
 
 def test_single_shot_results_are_cached_for_reruns_and_longer_streams(tmp_path, shared_store, monkeypatch):
-    Runner(tiny_config(tmp_path / "short", shared_store, "finetune", requests=2)).run()
+    Runner.from_config(tiny_config(tmp_path / "short", shared_store, "finetune", requests=2)).run()
     fits = []
     original = Runner.single_shot_fit
 
@@ -176,7 +176,7 @@ def test_single_shot_results_are_cached_for_reruns_and_longer_streams(tmp_path, 
         return original(self, request, past)
 
     monkeypatch.setattr(Runner, "single_shot_fit", counting)
-    longer = Runner(tiny_config(tmp_path / "long", shared_store, "finetune", requests=3)).run()
+    longer = Runner.from_config(tiny_config(tmp_path / "long", shared_store, "finetune", requests=3)).run()
     assert fits == [3]  # F_1 (the continual row itself) and F_2 come from the cache
     short = RunDirectory(next((tmp_path / "short").glob("finetune-*"))).rows()
     assert longer.rows[1].single_shot == short[1].single_shot
@@ -189,7 +189,7 @@ class SimulatedCrashError(Exception):
 def test_a_killed_run_with_schedules_resumes_to_identical_rows(tmp_path, shared_store, monkeypatch):
     """Killed inside request 3's single-shot fit, with a torn row left behind: resumed, the rows are the same."""
     options = {"requests": 4, "oracle_every": 2, "single_shot_every": 3}
-    reference = Runner(tiny_config(tmp_path / "a", tmp_path / "store_a", "rl", **options)).run()
+    reference = Runner.from_config(tiny_config(tmp_path / "a", tmp_path / "store_a", "rl", **options)).run()
     # The same store without its cached single-shot scores, so the resumed run serves them again.
     shutil.copytree(tmp_path / "store_a", tmp_path / "store_b", ignore=shutil.ignore_patterns("single_shot"))
     config = tiny_config(tmp_path / "b", tmp_path / "store_b", "rl", **options)
@@ -205,8 +205,8 @@ def test_a_killed_run_with_schedules_resumes_to_identical_rows(tmp_path, shared_
     with monkeypatch.context() as patch:
         patch.setattr(Runner, "single_shot_fit", crash)
         with pytest.raises(SimulatedCrashError):
-            Runner(config).run()
-    partial = Runner(config)
+            Runner.from_config(config).run()
+    partial = Runner.from_config(config)
     assert len(partial.run_dir.rows()) == 2  # the torn line is not a finished request
     resumed = partial.run()
     assert [row.t for row in resumed.rows if row.oracle] == [2, 4]

@@ -169,12 +169,12 @@ def test_a_full_disk_when_the_updates_file_is_made_is_one_line_exit_1_not_sigbus
 
 def test_a_run_directory_of_another_configuration_is_refused_before_writing(tmp_path, shared_store):
     run_dir = tmp_path / "mine"
-    Runner(tiny_config(tmp_path, shared_store, "rl", run_dir=run_dir)).run()
+    Runner.from_config(tiny_config(tmp_path, shared_store, "rl", run_dir=run_dir)).run()
     before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
     with pytest.raises(ConfigError, match=r"another configuration \(method: 'rl' there, 'finetune' now"):
-        Runner(tiny_config(tmp_path, shared_store, "finetune", run_dir=run_dir))
+        Runner.from_config(tiny_config(tmp_path, shared_store, "finetune", run_dir=run_dir))
     with pytest.raises(ConfigError, match="seed: 0 there, 1 now"):
-        Runner(tiny_config(tmp_path, shared_store, "rl", run_dir=run_dir, seed=1))
+        Runner.from_config(tiny_config(tmp_path, shared_store, "rl", run_dir=run_dir, seed=1))
     assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before
 
 
@@ -182,12 +182,12 @@ def test_a_tampered_checkpoint_is_refused_not_unpickled(tmp_path, shared_store):
     import pickle
 
     config = tiny_config(tmp_path, shared_store, "finetune", requests=2)
-    runner = Runner(config)
+    runner = Runner.from_config(config)
     runner.run()
     _keep_first_row(runner.run_dir.path)  # the run as after request 1: it resumes from state/t001.pt
     (runner.run_dir.path / "state" / "t001.pt").write_bytes(pickle.dumps(Exception("would run")))
     with pytest.raises(UntrustedCheckpointError, match="not a weights-only checkpoint"):
-        Runner(config).run()
+        Runner.from_config(config).run()
 
 
 @pytest.mark.slow
@@ -622,7 +622,7 @@ def _diverging_below(monkeypatch, lr_that_trains: float) -> list[tuple[int, floa
 
 
 def test_an_oracle_fit_that_diverges_is_refitted_at_half_the_lr_with_one_warning(tmp_path, monkeypatch, caplog):
-    runner = Runner(tiny_config(tmp_path / "runs", tmp_path / "store", "finetune", requests=1))
+    runner = Runner.from_config(tiny_config(tmp_path / "runs", tmp_path / "store", "finetune", requests=1))
     lr = runner.recipe.lr
     runner.pretrained_model()
     fits = _diverging_below(monkeypatch, lr / 3)  # lr and lr/2 diverge, lr/4 trains
@@ -636,13 +636,13 @@ def test_an_oracle_fit_that_diverges_is_refitted_at_half_the_lr_with_one_warning
     ]
     # the refitted oracle is the one stored: a second runner loads it without a fit
     fits.clear()
-    again = Runner(tiny_config(tmp_path / "runs", tmp_path / "store", "finetune", requests=1))
+    again = Runner.from_config(tiny_config(tmp_path / "runs", tmp_path / "store", "finetune", requests=1))
     loaded = again.oracle(again.stream.select(1), 0)
     assert fits == [] and all(torch.equal(a, b) for a, b in zip(oracle.parameters(), loaded.parameters(), strict=True))
 
 
 def test_an_oracle_that_diverges_at_every_refit_is_refused_by_the_store(tmp_path, monkeypatch):
-    runner = Runner(tiny_config(tmp_path / "runs", tmp_path / "store", "finetune", requests=1))
+    runner = Runner.from_config(tiny_config(tmp_path / "runs", tmp_path / "store", "finetune", requests=1))
     runner.pretrained_model()
     fits = _diverging_below(monkeypatch, 0.0)
     with pytest.raises(TrainingDivergedError, match=r"an oracle \(\d+ samples left out\)"):

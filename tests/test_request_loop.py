@@ -44,7 +44,7 @@ def test_a_follower_makes_the_leaders_fits_in_order_and_writes_nothing(tmp_path,
     board: dict[str, str] = {}
     config = tiny_config(tmp_path / "runs", tmp_path / "store", "rl", requests=3, oracle_every=2)
 
-    leader = Runner(config)
+    leader = Runner.from_config(config)
     leader.nodes = RecordedNodes(rank=0, size=2, scope="run", board=board)
     leader_result = leader.run()
     leader_fits, leader_files = list(fits), sorted(p.name for p in leader_result.run_dir.iterdir())
@@ -58,7 +58,7 @@ def test_a_follower_makes_the_leaders_fits_in_order_and_writes_nothing(tmp_path,
 
     fits.clear()
     follower_dir = tmp_path / "follower-runs"
-    follower = Runner(tiny_config(follower_dir, tmp_path / "store", "rl", requests=3, oracle_every=2))
+    follower = Runner.from_config(tiny_config(follower_dir, tmp_path / "store", "rl", requests=3, oracle_every=2))
     follower.nodes = RecordedNodes(rank=1, size=2, scope="run", board=board)
     result = follower.run()
     # The store decisions were the leader's ("train" for every model it trained): the follower trains them too.
@@ -71,12 +71,12 @@ def test_a_follower_makes_the_leaders_fits_in_order_and_writes_nothing(tmp_path,
 def test_a_follower_of_a_finished_run_makes_no_fit(tmp_path, monkeypatch):
     fits = _fits(monkeypatch)
     config = tiny_config(tmp_path / "runs", tmp_path / "store", "finetune", requests=1)
-    Runner(config).run()
+    Runner.from_config(config).run()
     board: dict[str, str] = {}
-    leader = Runner(config)
+    leader = Runner.from_config(config)
     leader.nodes = RecordedNodes(rank=0, size=2, scope="run", board=board)
     assert leader.run().already_complete and board == {"start": "2"}
     fits.clear()
-    follower = Runner(config)
+    follower = Runner.from_config(config)
     follower.nodes = RecordedNodes(rank=1, size=2, scope="run", board=board)
     assert follower.run().already_complete and fits == []

@@ -33,7 +33,7 @@ class SimulatedCrashError(Exception):
 @pytest.mark.parametrize("where", ["before_request", "after_checkpoint_before_row"])
 def test_resume_equals_uninterrupted(tmp_path, shared_store, monkeypatch, where):
     config = tiny_config(tmp_path / "a", shared_store, "rl", requests=3)
-    reference = Runner(config).run()
+    reference = Runner.from_config(config).run()
 
     interrupted_config = tiny_config(tmp_path / "b", shared_store, "rl", requests=3)
     with monkeypatch.context() as patch:
@@ -56,8 +56,8 @@ def test_resume_equals_uninterrupted(tmp_path, shared_store, monkeypatch, where)
 
             patch.setattr(RunDirectory, "append_row", append_row)
         with pytest.raises(SimulatedCrashError):
-            Runner(interrupted_config).run()
-    partial = Runner(interrupted_config)
+            Runner.from_config(interrupted_config).run()
+    partial = Runner.from_config(interrupted_config)
     assert len(partial.run_dir.rows()) == 1
     resumed = partial.run()
     assert not resumed.already_complete
@@ -68,16 +68,16 @@ def test_resume_equals_uninterrupted(tmp_path, shared_store, monkeypatch, where)
 
 def test_a_finished_run_is_left_alone(tmp_path, shared_store):
     config = tiny_config(tmp_path, shared_store, "finetune", requests=2)
-    first = Runner(config).run()
+    first = Runner.from_config(config).run()
     before = {p: p.read_bytes() for p in first.run_dir.rglob("*") if p.is_file()}
-    again = Runner(config).run()
+    again = Runner.from_config(config).run()
     assert again.already_complete
     assert {p: p.read_bytes() for p in first.run_dir.rglob("*") if p.is_file()} == before
     assert json.loads((first.run_dir / "summary.json").read_text())["requests_done"] == 2
 
 
 def test_oracle_none_reports_no_gap(tmp_path, shared_store):
-    result = Runner(tiny_config(tmp_path, shared_store, "finetune", oracle="none")).run()
+    result = Runner.from_config(tiny_config(tmp_path, shared_store, "finetune", oracle="none")).run()
     assert all(row.oracle is None and "gap" not in row.method for row in result.rows)
     assert "mean_gap" not in result.summary.scores
 
@@ -107,7 +107,7 @@ def test_a_teacher_kept_as_a_submodule_stays_out_of_the_resume_state(
     tmp_path, shared_store, monkeypatch, teacher_plugin
 ):
     """Per-request scratch is rebuilt by prepare: a resumed run neither stores nor refuses it."""
-    reference = Runner(tiny_config(tmp_path / "a", shared_store, teacher_plugin, requests=3)).run()
+    reference = Runner.from_config(tiny_config(tmp_path / "a", shared_store, teacher_plugin, requests=3)).run()
     config = tiny_config(tmp_path / "b", shared_store, teacher_plugin, requests=3)
     with monkeypatch.context() as patch:
         original = Runner.serve
@@ -119,8 +119,8 @@ def test_a_teacher_kept_as_a_submodule_stays_out_of_the_resume_state(
 
         patch.setattr(Runner, "serve", serve)
         with pytest.raises(SimulatedCrashError):
-            Runner(config).run()
-    saved = RunDirectory(config.run_path(Runner(config).identity)).load_state(2)
+            Runner.from_config(config).run()
+    saved = RunDirectory(config.run_path(Runner.from_config(config).identity)).load_state(2)
     assert saved and all(key.startswith("model.") for key in saved)
-    resumed = Runner(config).run()
+    resumed = Runner.from_config(config).run()
     assert _comparable(resumed.run_dir) == _comparable(reference.run_dir)

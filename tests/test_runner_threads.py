@@ -20,13 +20,13 @@ def test_numpy_blas_runs_single_threaded_during_a_run_and_is_restored(tmp_path, 
     prepare = FineTune.prepare
     monkeypatch.setattr(FineTune, "prepare", lambda self, *a: (seen.append(_blas_threads()), prepare(self, *a))[1])
     before = _blas_threads()
-    Runner(tiny_config(tmp_path, shared_store, "finetune", logger="none")).run()
+    Runner.from_config(tiny_config(tmp_path, shared_store, "finetune", logger="none")).run()
     assert seen and all(threads == {1} for threads in seen)
     assert _blas_threads() == before
 
 
 def test_manual_optimization_methods_log_their_step_loss(tmp_path, shared_store):
-    result = Runner(tiny_config(tmp_path, shared_store, "scrub", requests=1)).run()
+    result = Runner.from_config(tiny_config(tmp_path, shared_store, "scrub", requests=1)).run()
     rows = list(csv.DictReader((result.run_dir / "csv_logs" / "from_t001" / "metrics.csv").open()))
     losses = [float(row["train/loss"]) for row in rows if row["train/loss"]]
     assert len(losses) >= 2 and all(loss == loss for loss in losses)  # finite numbers, one per logged step

@@ -42,7 +42,7 @@ def test_each_seed_part_enters_the_identity(part):
 )
 def test_bad_seed_parts_are_refused_before_loading(values, message, no_datasets, tmp_path):
     with pytest.raises(ConfigError, match=message):
-        Runner(RunConfig(method="finetune", out=tmp_path, **values))
+        Runner.from_config(RunConfig(method="finetune", out=tmp_path, **values))
     assert not any(tmp_path.iterdir())
 
 
@@ -52,10 +52,12 @@ def _forget_sets(run_dir: Path) -> list[list[int]]:
 
 def test_unlearn_seed_reuses_the_pretrained_model_and_changes_the_numbers(tmp_path):
     store = tmp_path / "store"
-    first = Runner(tiny_config(tmp_path / "a", store, "finetune", requests=1, oracle="none"))
+    first = Runner.from_config(tiny_config(tmp_path / "a", store, "finetune", requests=1, oracle="none"))
     base = first.run()
     assert first.store.trained == 1  # the pretrained model
-    again = Runner(tiny_config(tmp_path / "b", store, "finetune", requests=1, oracle="none", unlearn_seed=1))
+    again = Runner.from_config(
+        tiny_config(tmp_path / "b", store, "finetune", requests=1, oracle="none", unlearn_seed=1)
+    )
     other = again.run()
     assert again.store.trained == 0  # a store hit: the train seed did not change
     assert _forget_sets(other.run_dir) == _forget_sets(base.run_dir)  # nor did the stream
@@ -65,20 +67,26 @@ def test_unlearn_seed_reuses_the_pretrained_model_and_changes_the_numbers(tmp_pa
 
 def test_stream_seed_changes_the_manifest_only_and_train_seed_the_model(tmp_path):
     store = tmp_path / "store"
-    base = Runner(tiny_config(tmp_path / "a", store, "finetune", requests=2, oracle="none"))
-    stream = Runner(tiny_config(tmp_path / "b", store, "finetune", requests=2, oracle="none", stream_seed=7))
+    base = Runner.from_config(tiny_config(tmp_path / "a", store, "finetune", requests=2, oracle="none"))
+    stream = Runner.from_config(
+        tiny_config(tmp_path / "b", store, "finetune", requests=2, oracle="none", stream_seed=7)
+    )
     assert [r.forget_classes for r in base.stream.requests] != [r.forget_classes for r in stream.stream.requests]
     base.run()
     stream.run()
     assert stream.store.trained == 0  # same pretrained model
-    trained = Runner(tiny_config(tmp_path / "c", store, "finetune", requests=1, oracle="none", train_seed=9))
+    trained = Runner.from_config(
+        tiny_config(tmp_path / "c", store, "finetune", requests=1, oracle="none", train_seed=9)
+    )
     trained.run()
     assert trained.store.trained == 1
 
 
 def test_k_oracles_are_trained_once_saved_and_used_as_rmia_references(tmp_path):
     store = tmp_path / "store"
-    runner = Runner(tiny_config(tmp_path / "a", store, "finetune", requests=1, oracle_seeds=2, save_logits=True))
+    runner = Runner.from_config(
+        tiny_config(tmp_path / "a", store, "finetune", requests=1, oracle_seeds=2, save_logits=True)
+    )
     result = runner.run()
     assert runner.store.trained == 1 + 2  # pretrained + K oracles for each of T = 1 requests
     labels = np.load(result.run_dir / "labels.npz")
@@ -97,7 +105,7 @@ def test_k_oracles_are_trained_once_saved_and_used_as_rmia_references(tmp_path):
             )
         assert {k: row.method[k] for k in recomputed} == recomputed  # live value == recomputed value
         assert row.oracle["rmia_auc"] is None and 0 <= row.method["tow"] <= 1
-    other = Runner(tiny_config(tmp_path / "b", store, "rl", requests=1, oracle_seeds=2))
+    other = Runner.from_config(tiny_config(tmp_path / "b", store, "rl", requests=1, oracle_seeds=2))
     other.run()
     assert other.store.trained == 0  # every method shares the K oracles through the store
 
@@ -129,7 +137,7 @@ def test_chain_privacy_recomputes_the_live_numbers_from_saved_logits(tmp_path):
 
     store = tmp_path / "store"
     results = [
-        Runner(
+        Runner.from_config(
             tiny_config(tmp_path / "runs", store, "finetune", oracle_seeds=3, save_logits=True, unlearn_seed=seed)
         ).run()
         for seed in range(3)

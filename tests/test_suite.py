@@ -11,7 +11,8 @@ from rich.console import Console
 
 from unlearnbench.cli import main
 from unlearnbench.console import Reporter
-from unlearnbench.plan import SuiteError, expand_suite
+from unlearnbench.grid import SuiteError
+from unlearnbench.plan import expand_suite
 from unlearnbench.report.leaderboard import ORACLE_LABEL, ORIGINAL_LABEL
 from unlearnbench.runner import Runner
 from unlearnbench.suite import run_suite
@@ -76,14 +77,34 @@ def test_check_suite_names_the_run_directories_the_runners_use(tmp_path):
     from unlearnbench.suite import prepare_suite
 
     suite = tiny_suite(tmp_path, settings=[{"requests": 2}, {"requests": 3}])
-    cells, runners = check_suite(suite), prepare_suite(suite)
+    cells = check_suite(suite)
+    runners = prepare_suite(cells)
     assert len({cell.run_dir for cell in cells}) == 4
     assert [cell.run_dir for cell in cells] == [runner.run_dir.path for runner in runners]
     assert [cell.identity for cell in cells] == [runner.identity for runner in runners]
     assert not (tmp_path / "runs").exists()
 
 
+def test_a_suite_plans_each_cell_once_and_builds_only_its_shards_runners(tmp_path, monkeypatch):
+    from unlearnbench import plan
+    from unlearnbench.runner import Runner
+    from unlearnbench.suite import prepare_suite
+
+    plans, built = [], []
+    real_plan, real_init = plan.plan_run, Runner.__init__
+    monkeypatch.setattr(plan, "plan_run", lambda config, *a, **k: plans.append(config) or real_plan(config, *a, **k))
+    monkeypatch.setattr(
+        Runner, "__init__", lambda self, cell_plan, *a: built.append(cell_plan) or real_init(self, cell_plan, *a)
+    )
+    cells = plan.check_suite(tiny_suite(tmp_path, settings=[{"requests": 2}, {"requests": 3}]))
+    runners = prepare_suite(cells, shard=(2, 3))
+    assert len(plans) == len(cells) == 4  # planned by the check alone: the Runner takes the cell's plan
+    assert built == [cells[1].plan]  # cells k with k mod 3 == 1: the second only
+    assert [runner.run_dir.path for runner in runners] == [cells[1].run_dir]
+
+
 def test_the_cells_of_a_suite_share_each_loaded_dataset(tmp_path, monkeypatch):
+    from unlearnbench.plan import check_suite
     from unlearnbench.registry import DATASETS
     from unlearnbench.suite import prepare_suite
 
@@ -97,7 +118,7 @@ def test_the_cells_of_a_suite_share_each_loaded_dataset(tmp_path, monkeypatch):
     monkeypatch.setattr(DATASETS, "get", counting_get)
     mini = {"dataset": "synthetic_cifar_mini", "recipe": {"momentum": 0.9, "weight_decay": 5e-4}}  # no recipe file
     suite = tiny_suite(tmp_path, settings=[{"dataset": "digits"}, mini], seeds=[0, 1])
-    runners = prepare_suite(suite)
+    runners = prepare_suite(check_suite(suite))
     assert loads == ["digits", "synthetic_cifar_mini"]  # 8 cells, one load per dataset
     assert len({id(runner.dataset) for runner in runners}) == 2
     assert {id(runner.dataset) for runner in runners[:4]} == {id(runners[0].dataset)}
@@ -212,7 +233,7 @@ def test_invalid_suite_fails_before_anything_is_written(tmp_path, capsys, change
 
 @pytest.mark.parametrize("count", [1, 3, 7])
 def test_shards_split_the_grid_into_disjoint_parts_that_cover_it(count):
-    from unlearnbench.plan import select_shard
+    from unlearnbench.grid import select_shard
 
     cells = list(range(20))
     shards = [select_shard(cells, (index, count)) for index in range(1, count + 1)]
@@ -223,7 +244,7 @@ def test_shards_split_the_grid_into_disjoint_parts_that_cover_it(count):
 
 @pytest.mark.parametrize("text", ["0/3", "4/3", "1/0", "a/b", "2"])
 def test_a_bad_shard_is_refused(text):
-    from unlearnbench.plan import SuiteError, parse_shard
+    from unlearnbench.grid import SuiteError, parse_shard
 
     with pytest.raises(SuiteError, match="i/n"):
         parse_shard(text)

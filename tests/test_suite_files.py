@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from unlearnbench.cli import main
-from unlearnbench.plan import check_suite, grid_summary, load_suite, models_to_train, unlearning_fits
+from unlearnbench.grid import check_suite_file, load_suite
+from unlearnbench.plan import check_suite, grid_summary, models_to_train, unlearning_fits
 from unlearnbench.registry import DATASETS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,6 +37,7 @@ def test_no_datasets_refuses_to_load_but_keeps_known_sizes(no_datasets):
 @pytest.mark.parametrize("path", SUITE_FILES, ids=lambda path: path.relative_to(ROOT).as_posix())
 def test_suite_file_resolves_without_loading_or_writing(path, empty_cwd, no_datasets):
     suite = load_suite(path)
+    check_suite_file(path)  # `unlearnbench suite`'s early checks take every shipped suite
     cells = check_suite(suite)
     sizes = [len(suite.get(key) or [None]) for key in ("settings", "streams", "seeds", "methods")]
     assert len(cells) == math.prod(sizes) * (suite.get("unlearn_seeds") or 1)

@@ -28,9 +28,9 @@ from unlearnbench.data.base import ImageSplit
 from unlearnbench.data.cache import DatasetCache
 from unlearnbench.data.validation import VALIDATION_FRACTION, validation_indices, validation_view
 from unlearnbench.errors import ConfigError
+from unlearnbench.grid import load_suite
 from unlearnbench.hparams import hparams_path
 from unlearnbench.methods.base import method_arguments
-from unlearnbench.plan import load_suite
 from unlearnbench.ranges import flat_parameters
 from unlearnbench.records import RequestRecord
 from unlearnbench.registry import METHODS
@@ -305,15 +305,15 @@ def finetune_config(out: Path, store: Path, method_args: dict, hparams: Path | N
 
 def test_hparams_loading_marks_the_identity_and_explicit_values_win(tmp_path, shared_store):
     folder = write_tuned(tmp_path / "tuned", {"lr": 0.037, "epochs": 1})
-    tuned = Runner(finetune_config(tmp_path, shared_store, {}, folder))
+    tuned = Runner.from_config(finetune_config(tmp_path, shared_store, {}, folder))
     assert tuned.method.hparams["lr"] == 0.037 and tuned.method.hparams["epochs"] == 1
     assert tuned.identity.tuned == {
         "study": "s-1", "objective": "mean_gap", "sampler": "tpe", "trials": 3, "best_value": 1.5, "tune_seeds": [100]
     }  # fmt: skip
     assert "-tuned-" in tuned.run_dir.path.name
-    explicit = Runner(finetune_config(tmp_path, shared_store, {"optim": {"lr": 0.5}}, folder))
+    explicit = Runner.from_config(finetune_config(tmp_path, shared_store, {"optim": {"lr": 0.5}}, folder))
     assert explicit.method.hparams["lr"] == 0.5 and explicit.method.hparams["epochs"] == 1
-    default = Runner(finetune_config(tmp_path, shared_store, {}))
+    default = Runner.from_config(finetune_config(tmp_path, shared_store, {}))
     assert "tuned" not in default.identity.to_json() and default.run_dir.path != tuned.run_dir.path
 
 

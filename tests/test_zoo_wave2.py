@@ -105,7 +105,7 @@ def _flat(model: nn.Module) -> torch.Tensor:
 
 
 def _pretrained(tmp_path, store, method: str, **overrides):
-    runner = Runner(tiny_config(tmp_path, store, method, requests=1, **overrides))
+    runner = Runner.from_config(tiny_config(tmp_path, store, method, requests=1, **overrides))
     return runner, runner.trained_model(np.array([], dtype=np.int64), "pretraining")
 
 
@@ -127,7 +127,7 @@ def test_unsir_refuses_a_random_stream_before_loading_data(tmp_path, monkeypatch
 
     monkeypatch.setattr("unlearnbench.data.cache.DatasetCache.load", no_data)
     with pytest.raises(ConfigError, match="serves only classwise") as error:
-        Runner(tiny_config(tmp_path, tmp_path / "store", "unsir", stream="random"))
+        Runner.from_config(tiny_config(tmp_path, tmp_path / "store", "unsir", stream="random"))
     assert "\n" not in str(error.value)
 
 
@@ -307,12 +307,12 @@ def test_cf_k_training_leaves_the_other_blocks_bit_identical(tmp_path, shared_st
 @pytest.mark.parametrize("method_name", WAVE2)
 def test_state_after_a_request_reloads_into_a_fresh_method(method_name, tmp_path, shared_store):
     config = tiny_config(tmp_path, shared_store, method_name, requests=1)
-    runner = Runner(config)
+    runner = Runner.from_config(config)
     pretrained = runner.trained_model(np.array([], dtype=np.int64), "pretraining")
     runner.method.attach(pretrained, runner.dataset.num_classes)
     runner.serve(runner.stream.select(1))
     state = runner.method.state_dict()
-    fresh = Runner(config)
+    fresh = Runner.from_config(config)
     fresh.method.attach(fresh.trained_model(np.array([], dtype=np.int64), "pretraining"), fresh.dataset.num_classes)
     fresh.method.load_state_dict(state)  # strict: the runner's resume path
     for key, value in fresh.method.state_dict().items():

@@ -11,6 +11,7 @@ it) is 2, a SIGINT/SIGTERM (`Interrupted`) 128 + the signal, a failed write 1, d
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 import warnings
@@ -70,14 +71,10 @@ def _fail(message: str) -> None:
     raise SystemExit(EXIT_USAGE)
 
 
-def _chosen_method(argv: list[str]) -> str | None:
-    """The method named on the command line, or in the last --config file that names one."""
-    return _chosen(argv, "method")
-
-
-def _chosen(argv: list[str], option: str) -> str | None:
-    """The value of `--option` as the parser will see it (the command line and --config files, the last one wins)."""
-    value = _given(argv).get(option)
+def _chosen(given: dict[str, object], option: str) -> str | None:
+    """The name `option` is given (`_given`: the command line and --config files, the last one wins), as the parser
+    will see it."""
+    value = given.get(option)
     if value is not None and not isinstance(value, str):
         raise UsageError(f"{option} must be a name, got {excerpt(value)}")
     return value
@@ -389,10 +386,13 @@ def _group(args, name: str) -> dict:
 
 
 def parse_run_args(argv: list[str]):
-    """`run`'s command line (and --config files) parsed; raises UsageError for bad input."""
+    """`run`'s command line (and --config files, a run's own `config.yaml` among them) parsed; raises UsageError for
+    bad input."""
     from unlearnbench.registry import GUARDS
 
-    method = _chosen_method(argv)
+    argv = _replayed_records(argv)
+    given = _given(argv)  # the --config files read once for the choices below
+    method = _chosen(given, "method")
     guards, argv = _chosen_guards(argv)
     for guard in guards:
         if guard not in GUARDS.catalog():
@@ -400,7 +400,7 @@ def parse_run_args(argv: list[str]):
     if method is not None:
         _refuse_retired_spellings(argv, method)
     argv = _argument_groups(argv)
-    parser = run_parser(method, guards, _chosen(argv, "dataset") or "digits", _chosen(argv, "arch") or "smallcnn")
+    parser = run_parser(method, guards, _chosen(given, "dataset") or "digits", _chosen(given, "arch") or "smallcnn")
     try:
         args = parser.parse_args(argv)
         if args.hparams is not None:  # tuned values become the method's defaults; explicit arguments still win
@@ -411,6 +411,69 @@ def parse_run_args(argv: list[str]):
     except KeyError as error:
         raise UsageError(str(error).strip("'\"")) from error
     return args
+
+
+#: The fields of a run's record (`config.yaml`, `records.RunIdentity`) that are not a `run` option of their own name
+#: (`_record_arguments` spells each out); every other field is one, replayed as it is.
+RECORD_PARTS = ("method_args", "recipe", "dataset_args", "arch_args", "guards", "tuned", "split", "metrics")
+
+
+def _replayed_records(argv: list[str]) -> list[str]:
+    """argv with each `--config RUN_DIR/config.yaml` (a run's record, told by its `method_args`) replaced, in place,
+    by the options that record stands for (`_record_arguments`): `run --config runs/X/config.yaml --out elsewhere`
+    replays run X, as Lightning replays its saved config. Other --config files stay as they are."""
+    replayed, i = [], 0
+    while i < len(argv):
+        arg, path, step = argv[i], None, 1
+        if arg == "--config" and i + 1 < len(argv):
+            path, step = argv[i + 1], 2
+        elif arg.startswith("--config="):
+            path = arg.split("=", 1)[1]
+        options = _read_config(path) if path is not None else {}
+        replayed += _record_arguments(path, options) if "method_args" in options else argv[i : i + step]
+        i += step
+    return replayed
+
+
+def _record_arguments(path: str, record: dict) -> list[str]:
+    """The `run` options a run's record stands for: its numbers' every input, the method's hyperparameters and the
+    guards' arguments spelled out (defaults included), so the replay is the same run, its output and hardware
+    (precision aside) the command line's. Where the record's values were tuned, they are given explicitly: the
+    replay's numbers are the same, its folder is not named `-tuned`."""
+    from unlearnbench.records import MalformedRecordError, RunIdentity
+
+    try:
+        identity = RunIdentity.from_json(record)
+    except MalformedRecordError as error:
+        raise UsageError(f"config {path} is not a run's config.yaml: {error}") from error
+    if identity.split != "test":
+        raise UsageError(f"config {path} is a tuning trial's run (split {identity.split}); `unlearnbench tune` runs it")
+    argv = []
+    for field in fields(identity):
+        if field.name not in RECORD_PARTS and getattr(identity, field.name) is not None:
+            argv += [f"--{field.name}", _option_text(getattr(identity, field.name))]
+    argv += ["--recipe", json.dumps(identity.recipe)]
+    for group in ("dataset_args", "arch_args"):
+        argv += [
+            arg
+            for key, value in (getattr(identity, group) or {}).items()
+            for arg in (f"--{group}.{key}", _option_text(value))
+        ]
+    for name, value in _method_options(identity.method, identity.method_args).items():
+        argv += [f"--{name}", _option_text(value)]
+    for guard in identity.guards or []:
+        ((name, args),) = guard.items()
+        argv += [
+            "--guard",
+            name,
+            *(arg for key, value in args.items() for arg in (f"--{name}.{key}", _option_text(value))),
+        ]
+    return argv
+
+
+def _option_text(value: object) -> str:
+    """A value as the command line gives it to the parser: text as it is, anything else as JSON (`0.1`, `true`)."""
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def _refuse_retired_spellings(argv: list[str], method: str) -> None:
@@ -440,7 +503,7 @@ def cmd_run(argv: list[str]) -> int:
     reporter = Reporter(quiet=args.quiet)
     if args.quiet:
         silence_library_warnings()
-    runner = Runner(config, reporter)
+    runner = Runner.from_config(config, reporter)
     try:
         with reporter.live():
             result = runner.run()
@@ -465,22 +528,29 @@ def cmd_run(argv: list[str]) -> int:
 def _tuned_defaults(args) -> dict:
     from unlearnbench.config import ConfigError
     from unlearnbench.hparams import load_tuned
-    from unlearnbench.methods.base import method_arguments
     from unlearnbench.ranges import flat_parameters
     from unlearnbench.registry import METHODS
 
     values = load_tuned(args.hparams, args.dataset, args.arch, args.stream, args.method)["hparams"]
-    cls = METHODS.get(args.method)
-    unknown = sorted(set(values) - set(flat_parameters(cls)))
+    unknown = sorted(set(values) - set(flat_parameters(METHODS.get(args.method))))
     if unknown:
         raise ConfigError(f"tuned file for {args.method} sets {', '.join(unknown)}, which it has no argument for")
-    defaults = {}
-    for name, value in method_arguments(cls, values).items():
-        if is_dataclass(value):  # a group: one option per field (`lr` -> `salun.optim.lr`)
-            defaults |= {f"{args.method}.{name}.{field}": v for field, v in asdict(value).items()}
+    return _method_options(args.method, values)
+
+
+def _method_options(method: str, values: dict) -> dict:
+    """A method's hyperparameters by flat name (`lr`, as tuned files and run records name them) as its `run` options
+    (`salun.optim.lr`: a group's fields one option each)."""
+    from unlearnbench.methods.base import method_arguments
+    from unlearnbench.registry import METHODS
+
+    options = {}
+    for name, value in method_arguments(METHODS.get(method), values).items():
+        if is_dataclass(value):
+            options |= {f"{method}.{name}.{field}": v for field, v in asdict(value).items()}
         else:
-            defaults[f"{args.method}.{name}"] = value
-    return defaults
+            options[f"{method}.{name}"] = value
+    return options
 
 
 def cmd_list(argv: list[str]) -> int:
@@ -504,7 +574,34 @@ def cmd_list(argv: list[str]) -> int:
     return 0
 
 
+#: The options of `suite` and `tune` that take a value (the others are flags): how their early checks find the file.
+VALUED_OPTIONS = ("--out", "--logger", "--shard", "--quiet", "--storage")
+
+
+def _positional(argv: list[str]) -> str | None:
+    """The first argument that is neither an option nor an option's value (`suite`'s file)."""
+    i = 0
+    while i < len(argv):
+        if argv[i] in VALUED_OPTIONS:
+            i += 2
+        elif argv[i].startswith("-"):
+            i += 1
+        else:
+            return argv[i]
+    return None
+
+
+def _asks_for_help(argv: list[str]) -> bool:
+    return bool({"-h", "--help", "--print_config"} & set(argv))
+
+
 def cmd_suite(argv: list[str]) -> int:
+    from unlearnbench.grid import check_suite_file
+
+    path = _positional(argv)
+    if path is not None and not _asks_for_help(argv):  # the suite's names and numbers, before torch is imported
+        given = _given([arg for arg in argv if arg != path])
+        check_suite_file(Path(path), given.get("out"), given.get("logger"))
     from unlearnbench.suite import suite_command
 
     return suite_command(argv)
@@ -516,8 +613,25 @@ def cmd_leaderboard(argv: list[str]) -> int:
     return leaderboard_command(argv)
 
 
+#: The run options of `tune` checked before anything heavy is imported, as `run` checks its own.
+TUNE_EARLY_OPTIONS = ("method", "stream", "dataset", "arch", "requests", "size")
+
+
 def cmd_tune(argv: list[str]) -> int:
-    from unlearnbench.config import ConfigError
+    from unlearnbench.early_checks import check_data_dir, check_run_options
+    from unlearnbench.grid import check_tune_file
+
+    if not _asks_for_help(argv):  # names, numbers and a tune suite's file, before torch is imported
+        given = _given(argv)
+        if given.get("suite") is not None and given.get("method") is None:  # both: `tune_specs` says which to drop
+            check_tune_file(Path(str(given["suite"])))
+        values = {
+            name: _early_value(given[name], EARLY_OPTIONS.get(name, str))
+            for name in TUNE_EARLY_OPTIONS
+            if name in given
+        }
+        check_run_options({name: value for name, value in values.items() if value is not _UNREAD})
+        check_data_dir(given.get("data_dir"), download=False)
     from unlearnbench.tune import tune_command
 
     try:

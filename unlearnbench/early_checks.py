@@ -23,6 +23,18 @@ SEED_PARTS = ("train_seed", "unlearn_seed", "stream_seed")
 NAMED_OPTIONS = {"method": "METHODS", "stream": "STREAMS", "dataset": "DATASETS", "arch": "ARCHS", "logger": "LOGGERS"}
 
 
+def check_run_options(options: Mapping[str, object]) -> None:
+    """A run's options as a mapping of their values (a suite cell's, a tune study's): the registered names, the
+    guards' names and the numbers, as `unlearnbench run` checks its command line before anything heavy is imported."""
+    from unlearnbench.registry import GUARDS
+
+    check_names(options)
+    for guard in options.get("guards") or ():
+        if guard not in GUARDS.catalog():
+            raise ConfigError(f"unknown guard {excerpt(guard)}; choose one of: {', '.join(GUARDS.catalog())}")
+    check_run_numbers(options)
+
+
 def is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 

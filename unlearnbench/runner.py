@@ -44,7 +44,7 @@ from unlearnbench.interrupt import Interrupted, raise_if_interrupted
 from unlearnbench.loggers import RunLogger, open_run_logger
 from unlearnbench.methods.base import UnlearningMethod
 from unlearnbench.nodes import NodeGroup
-from unlearnbench.plan import plan_run
+from unlearnbench.plan import RunPlan, plan_run
 from unlearnbench.provenance import method_code, method_code_change, session_record
 from unlearnbench.records import SINGLE_SHOT_FIELDS, RequestRecord, RunSummary
 from unlearnbench.registry import METHODS
@@ -112,13 +112,12 @@ class RunResult:
 class Runner:
     """Builds everything for a run without writing anything (so bad input fails clean), then runs it."""
 
-    def __init__(self, config: RunConfig, reporter: Reporter | None = None, datasets: DatasetCache | None = None):
-        """`datasets`: a cache shared by the Runners of a suite, so each dataset is loaded once.
-
-        The run is planned first (`plan.plan_run`: method, recipe, identity, run directory), so bad input is
-        refused before any data is loaded, by the same code that plans a suite's cells.
+    def __init__(self, plan: RunPlan, reporter: Reporter | None = None, datasets: DatasetCache | None = None):
+        """`plan`: the run as `plan.plan_run` resolved it (method, recipe, identity, run directory), so bad input was
+        refused before any data is loaded, by the code that plans a suite's cells; the Runner builds from it and
+        never plans again. `datasets`: a cache shared by the Runners of a suite, so each dataset is loaded once.
         """
-        plan = plan_run(config, require_recipe=False)
+        config = plan.config
         config.hardware.check_available()
         self.config, self.method, self.recipe, self.identity = config, plan.method, plan.recipe, plan.identity
         self.run_dir = RunDirectory(plan.run_dir)
@@ -163,6 +162,14 @@ class Runner:
         self.current_request = 1
         #: what changed in the method's code since the run directory's first session (`_open_run_directory`)
         self.method_code_change: str | None = None
+
+    @classmethod
+    def from_config(
+        cls, config: RunConfig, reporter: Reporter | None = None, datasets: DatasetCache | None = None
+    ) -> Runner:
+        """The Runner of one run given alone, planned as `unlearnbench run` plans it (`plan_run`: where the setting
+        has no recipe file, the generic recipe)."""
+        return cls(plan_run(config, require_recipe=False), reporter, datasets)
 
     def strategy(self) -> str | Strategy:
         """`ddp` runs each fit in worker processes started from the runner (fork on CPU, spawn on GPUs).

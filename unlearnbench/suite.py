@@ -38,11 +38,13 @@ unlearn_seeds: 1           # K unlearning chains per seed (unlearn seed + 0..K-1
 
 The grid is setting-major, then stream-major (setting, stream, seed, method), so every method of
 a (setting, stream, seed) reuses the pretrained model and the T oracles trained for the first one.
-The schema and the check live in `unlearnbench.plan`: `expand_suite` is a pure function from the suite mapping to the ordered list of `RunConfig`s;
-`check_suite` resolves every cell as its `Runner` would (names, hyperparameters, recipe, stream
-sizes, run directory) without loading a dataset or writing anything (`--check`). Before a suite
-runs, that check passes and every cell's `Runner` is built, so bad input fails before anything
-is written. A cell that raises is recorded (`error.json` in its run directory and
+The schema and the order a cell's options merge in live in `unlearnbench.grid` (checked there, as `unlearnbench
+run` checks its options, before torch is imported); `plan.expand_suite` is a pure function from the suite
+mapping to the ordered list of `RunConfig`s;
+`check_suite` plans every cell (`plan_run`: names, hyperparameters, recipe, stream sizes, run
+directory) without loading a dataset or writing anything (`--check`). Before a suite runs, that
+check passes and the `Runner` of every cell of its shard is built from the cell's plan, so bad
+input fails before anything is written. A cell that raises is recorded (`error.json` in its run directory and
 `OUT/suite.json`) and the suite goes on; the leaderboard shows it as failed. Running the same
 suite again resumes unfinished cells and leaves finished ones alone. `--shard i/n` runs only
 cells k with k mod n = i − 1 (for job arrays: the shards share the store and the runs folder
@@ -61,8 +63,9 @@ from typing import Any
 
 from unlearnbench.config import ConfigError, RunConfig
 from unlearnbench.early_checks import check_data_dir
+from unlearnbench.grid import SuiteError, cell_label, load_suite, parse_shard, select_shard
 from unlearnbench.interrupt import Interrupted
-from unlearnbench.plan import SuiteError, cell_label, check_suite, load_suite, parse_shard, select_shard
+from unlearnbench.plan import Cell, check_suite
 
 
 @dataclass
@@ -85,8 +88,9 @@ class SuiteResult:
         return [cell for cell in self.cells if cell.status == "failed"]
 
 
-def prepare_suite(suite: dict, reporter=None, out: Path | None = None, logger: str | None = None):
-    """Every cell checked (`check_suite`), then its Runner built, datasets loaded; raises ConfigError naming the cell.
+def prepare_suite(cells: list[Cell], reporter=None, shard: tuple[int, int] | None = None):
+    """The Runners of `shard`'s cells (every cell without one), each built from its plan (`check_suite`), datasets
+    loaded; raises ConfigError naming the cell. Another shard's cells are neither built nor loaded.
 
     The Runners share one `DatasetCache`: each dataset is loaded (and listed, and put on the
     device) once for the whole suite, not once per cell.
@@ -94,15 +98,14 @@ def prepare_suite(suite: dict, reporter=None, out: Path | None = None, logger: s
     from unlearnbench.data.cache import DatasetCache
     from unlearnbench.runner import Runner
 
-    cells = check_suite(suite, out=out, logger=logger)
     datasets = DatasetCache()
     runners = []
-    for i, cell in enumerate(cells, start=1):
+    for i, cell in select_shard(list(enumerate(cells, start=1)), shard):
         try:
             check_data_dir(cell.config.data_dir, cell.config.download)  # not in --check: data may live elsewhere
-            runners.append(Runner(cell.config, reporter, datasets))
+            runners.append(Runner(cell.plan, reporter, datasets))
         except (ConfigError, TypeError, ValueError) as error:
-            raise SuiteError(f"{cell_label(i, len(cells), cell.config)}: {error}") from error
+            raise SuiteError(f"{cell_label(i, len(cells), vars(cell.config))}: {error}") from error
     return runners
 
 
@@ -148,20 +151,19 @@ def run_suite(
     from unlearnbench.console import Reporter
 
     reporter = reporter or Reporter(quiet=True)
-    all_runners = prepare_suite(suite, reporter, out=out, logger=logger)
-    out_dir = all_runners[0].config.out
+    cells = check_suite(suite, out=out, logger=logger)  # every cell planned, whichever shard runs here
+    out_dir = cells[0].config.out
+    runners = prepare_suite(cells, reporter, shard)
     # On several nodes (`num_nodes` > 1 on every cell) only node 0 writes; the others follow its fits.
-    writes = all(runner.nodes.leader for runner in all_runners)
-    runners = select_shard(all_runners, shard)
-    del all_runners
+    writes = all(runner.nodes.leader for runner in runners)
     results: list[CellResult] = []
-    trained, cells = 0, len(runners)
-    for i in range(1, cells + 1):
+    trained, count = 0, len(runners)
+    for i in range(1, count + 1):
         # Taken off the list, a runner is freed once its cell is done: a finished cell's method, models, Trainers and
         # data views, kept to the end of the suite, grew a 27-cell suite's memory from 1.8 to 3.7 GB.
         runner = runners.pop(0)
         try:
-            results.append(_run_cell(runner, i, cells, reporter, writes))
+            results.append(_run_cell(runner, i, count, reporter, writes))
         finally:
             trained += runner.store.trained
         # The runner is a web of reference cycles (Lightning's Trainers and the modules they fit refer to each other),
@@ -221,7 +223,7 @@ def suite_command(argv: list[str]) -> int:
 
     parser = command_parser("suite", "Run a grid of runs, then build the leaderboard.")
     parser.add_argument(
-        "suite", type=Path, help="suite YAML file (schema: docs/reporting.md, Suites; code: unlearnbench/plan.py)"
+        "suite", type=Path, help="suite YAML file (schema: docs/reporting.md, Suites; code: unlearnbench/grid.py)"
     )
     parser.add_argument(
         "--out", type=Path | None, default=None, help="folder of run directories (overrides the suite's)"

@@ -53,7 +53,7 @@ from unlearnbench import __version__
 from unlearnbench.config import ConfigError, DamagedFileError, Hardware, RunConfig
 from unlearnbench.console import Reporter
 from unlearnbench.data.validation import VALIDATION_FRACTION
-from unlearnbench.early_checks import check_data_dir
+from unlearnbench.early_checks import check_data_dir, check_names
 from unlearnbench.evaluation.keys import GAP, gap_keys
 from unlearnbench.evaluation.scoring import avg_gap
 from unlearnbench.hparams import hparams_path
@@ -278,7 +278,7 @@ def make_objective(spec: TuneSpec, datasets):
         rows_by_seed: list[list[RequestRecord]] = []
         for i, seed in enumerate(spec.tune_seeds):
             reporter = TrialReporter(trial, spec, i, rows_by_seed)
-            runner = Runner(spec.run_config(seed, values), reporter, datasets)
+            runner = Runner.from_config(spec.run_config(seed, values), reporter, datasets)
             trial.set_user_attr(f"run_dir_seed{seed}", str(runner.run_dir.path))
             try:
                 result = runner.run()
@@ -550,80 +550,26 @@ def write_result(spec: TuneSpec, study) -> Path:
     return path
 
 
-#: Keys of a tune suite file (`benchmarks/tune_cpu.yaml`); `common` takes the run keys below.
-SUITE_KEYS = {
-    "out",
-    "storage",
-    "store",
-    "trials",
-    "tune_seeds",
-    "objective",
-    "sampler",
-    "pruner",
-    "heartbeat",
-    "common",
-    "methods",
-    "streams",
-}
-COMMON_KEYS = {
-    "dataset",
-    "dataset_args",
-    "arch",
-    "arch_args",
-    "data_dir",
-    "requests",
-    "size",
-    "recipe",
-    "accelerator",
-    "devices",
-    "precision",
-}
-
-
 def suite_specs(suite: dict, out: Path | None = None, storage: str | None = None) -> list[TuneSpec]:
-    """Every study of a tune suite, in order (stream-major, then method); ConfigError for a bad file.
+    """Every study of a tune suite, in order (stream-major, then method; `grid.study_options`: the schema and the
+    merge order); ConfigError for a bad file.
 
     `methods: all` tunes every registered method on every stream kind it serves (a method's `streams`), so a
     method added later joins the suite unasked and a class-wise-only method (unsir) is left out of the random
     studies; a method named in a list is tuned on every stream, and one that cannot serve it is refused.
     """
-    from unlearnbench.plan import _streams
+    from unlearnbench.grid import study_options
 
-    unknown = sorted(set(suite) - SUITE_KEYS)
-    if unknown:
-        raise ConfigError(f"unknown tune suite key(s) {', '.join(unknown)}; valid: {', '.join(sorted(SUITE_KEYS))}")
-    common = suite.get("common") or {}
-    if not isinstance(common, dict) or set(common) - COMMON_KEYS:
-        raise ConfigError(f"`common` of a tune suite takes only: {', '.join(sorted(COMMON_KEYS))}")
-    methods = suite.get("methods")
-    every_method = methods == "all"
-    if every_method:
-        methods = METHODS.names()
-    if not isinstance(methods, list) or not methods or not all(isinstance(m, str) for m in methods):
-        raise ConfigError("`methods` must be `all` or a non-empty list of method names")
-    hardware = Hardware(**{k: common[k] for k in ("accelerator", "devices", "precision") if k in common})
-    run_keys = {k: v for k, v in common.items() if k not in ("accelerator", "devices", "precision")}
-    if run_keys.get("data_dir") is not None:
-        run_keys["data_dir"] = Path(run_keys["data_dir"])
-    options = {k: suite[k] for k in ("trials", "objective", "sampler", "pruner", "heartbeat") if k in suite}
-    if "tune_seeds" in suite:
-        options["tune_seeds"] = tuple(suite["tune_seeds"])
     specs = []
-    for stream in _streams(suite.get("streams")):
-        for method in methods:
-            served = getattr(METHODS.get(method), "streams", None)
-            if every_method and served is not None and stream["stream"] not in served:
-                continue
-            specs.append(
-                TuneSpec(
-                    method=method,
-                    out=Path(out or suite.get("out") or "tuned"),
-                    storage=storage or suite.get("storage"),
-                    store=Path(suite["store"]) if suite.get("store") else None,
-                    hardware=hardware,
-                    **{**run_keys, **stream, **options},
-                )
-            )
+    for options in study_options(suite, out, storage):
+        check_names(options)  # a listed method's name, before its class is asked what it serves
+        served = getattr(METHODS.get(options["method"]), "streams", None)
+        if suite.get("methods") == "all" and served is not None and options.get("stream", "classwise") not in served:
+            continue
+        hardware = Hardware(
+            **{key: options.pop(key) for key in ("accelerator", "devices", "precision") if key in options}
+        )
+        specs.append(TuneSpec(hardware=hardware, **options))
     return specs
 
 
@@ -678,7 +624,7 @@ def tune_specs(args) -> list[TuneSpec]:
     if args.suite is not None:
         if args.method is not None:
             raise ConfigError("give either --suite or --method, not both")
-        from unlearnbench.plan import load_suite
+        from unlearnbench.grid import load_suite
 
         return suite_specs(load_suite(args.suite), args.out, args.storage)
     if args.method is None:
