@@ -95,19 +95,24 @@ def test_the_batched_fit_rule_over_every_arch(digits, arch, monkeypatch):
             torch.testing.assert_close(logits[k], model(x))
 
 
-def test_the_references_of_k_oracles_are_trained_in_one_fit_and_the_row_oracle_alone(
-    tmp_path, monkeypatch, two_threads
-):
-    """K = 4: the row's oracle is the lone one a K = 1 run shares (the same row scores), the other 3 are trained by one
-    batched fit and stored as batched; a second run trains nothing."""
-    groups = []
-    original = Runner.train_models_together
+def _record_batched_fits(monkeypatch) -> list[list[int]]:
+    """The train seeds of each batched fit the runner makes from now on, one list per fit."""
+    groups, original = [], Runner.train_models_together
 
     def recording(self, specs, keep, label):
         groups.append([spec.seed for spec in specs])
         return original(self, specs, keep, label)
 
     monkeypatch.setattr(Runner, "train_models_together", recording)
+    return groups
+
+
+def test_the_references_of_k_oracles_are_trained_in_one_fit_and_the_row_oracle_alone(
+    tmp_path, monkeypatch, two_threads
+):
+    """K = 4: the row's oracle is the lone one a K = 1 run shares (the same row scores), the other 3 are trained by one
+    batched fit and stored as batched; a second run trains nothing."""
+    groups = _record_batched_fits(monkeypatch)
     store = tmp_path / "store"
     common = {"requests": 1, "single_shot_every": 0, "arch": "mlp", "method_args": {"epochs": 1}}
     runner = Runner.from_config(tiny_config(tmp_path / "k4", store, "finetune", oracle_seeds=4, **common))
@@ -141,14 +146,7 @@ def test_batched_references_of_other_shapes_are_retrained_together_with_one_warn
 ):
     """Batched entries with the right metadata and sha256 but tensors of another shape (an arch changed under one
     name) are checked as lone entries are: each named by one warning line, all retrained by one batched fit."""
-    groups = []
-    original = Runner.train_models_together
-
-    def recording(self, specs, keep, label):
-        groups.append([spec.seed for spec in specs])
-        return original(self, specs, keep, label)
-
-    monkeypatch.setattr(Runner, "train_models_together", recording)
+    groups = _record_batched_fits(monkeypatch)
     store = tmp_path / "store"
     common = {"requests": 1, "single_shot_every": 0, "arch": "mlp", "method_args": {"epochs": 1}}
     runner = Runner.from_config(tiny_config(tmp_path / "first", store, "finetune", oracle_seeds=4, **common))
@@ -156,7 +154,7 @@ def test_batched_references_of_other_shapes_are_retrained_together_with_one_warn
     request = runner.stream.select(1)
     damaged = [store / f"{runner.model_spec(request.forgotten, seed, batched=True).key()}.pt" for seed in (1, 2, 3)]
     for weights in damaged:
-        state = {name: torch.zeros(2, *tensor.shape) for name, tensor in torch.load(weights).items()}
+        state = {name: torch.zeros(2, *tensor.shape) for name, tensor in torch.load(weights, weights_only=True).items()}
         buffer = io.BytesIO()
         torch.save(state, buffer)
         weights.write_bytes(buffer.getvalue())

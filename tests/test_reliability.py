@@ -734,7 +734,9 @@ def test_a_store_entry_of_other_shapes_or_a_folder_is_retrained_with_one_warning
     shutil.copytree(finished[1], store)
     pretrained = _entries(store)[0]  # any of the run's models: each is retrained where it is unusable
     if damage == "wrong shapes":
-        state = {name: torch.zeros(2, *tensor.shape) for name, tensor in torch.load(pretrained).items()}
+        state = {
+            name: torch.zeros(2, *tensor.shape) for name, tensor in torch.load(pretrained, weights_only=True).items()
+        }
         buffer = io.BytesIO()
         torch.save(state, buffer)
         pretrained.write_bytes(buffer.getvalue())
