@@ -249,7 +249,7 @@ def refit_until_finite(fit: Callable[[Recipe], nn.Module], recipe: Recipe, what:
 
     A stream's last requests leave an oracle few classes to learn (class-wise, T = 9 of 10 classes: two), and the
     lr that trains the whole set can blow up on them: the memorizing tier's lr 0.05 with momentum 0.9 reached
-    non-finite weights in epoch 2 of seed 2's oracle at t = 8 (its 1,000 trousers and 1,000 bags: weight norm 21,
+    non-finite weights in the third epoch of seed 2's oracle at t = 8 (its 1,000 trousers and 1,000 bags: weight norm 21,
     56, then NaN), where seeds 0 and 1 train at it. An oracle that cannot be trained would stop every method's run
     at that request; a practitioner retraining would lower the lr, and so does this, with one warning line naming
     the lr used. Each refit starts from the same seed, so the stored oracle is still a function of its key; a fit
