@@ -119,7 +119,7 @@ def test_command_help_names_types_plainly(command, capsys):
     if command == "run":
         assert "run --method NAME --help" in out
     if command == "suite":
-        assert "unlearnbench/plan.py" in out and "unlearnbench/suite.py" not in out
+        assert "unlearnbench/grid.py" in out and "unlearnbench/suite.py" not in out
 
 
 def test_list_help_works(capsys):

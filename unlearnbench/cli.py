@@ -445,7 +445,7 @@ def _record_arguments(path: str, record: dict) -> list[str]:
     try:
         identity = RunIdentity.from_json(record)
     except MalformedRecordError as error:
-        raise UsageError(f"config {path} is not a run's config.yaml: {error}") from error
+        raise UsageError(f"config {path} is not a run's record: {error}") from error
     if identity.split != "test":
         raise UsageError(f"config {path} is a tuning trial's run (split {identity.split}); `unlearnbench tune` runs it")
     argv = []

@@ -20,11 +20,12 @@ from pathlib import Path
 
 from unlearnbench.config import ConfigError, Hardware, RunConfig
 from unlearnbench.data.base import data_root
+from unlearnbench.evaluation.keys import BROKEN_METRIC_PLUGINS, METRIC_KEYS
 from unlearnbench.grid import HARDWARE_KEYS, SuiteError, cell_label, cell_options, select_shard
 from unlearnbench.methods.base import UnlearningMethod
 from unlearnbench.records import RunIdentity
 from unlearnbench.registry import METHODS, STREAMS
-from unlearnbench.rundir import RunDirectory
+from unlearnbench.rundir import RunDirectory, refuse_a_run_missing_metrics
 from unlearnbench.training import Recipe
 
 
@@ -133,6 +134,7 @@ def plan_run(config: RunConfig, require_recipe: bool = True) -> RunPlan:
     size = STREAMS.get(config.stream).default_size if config.size is None else config.size
     identity = config.identity(dict(method.hparams), recipe.as_dict(), size)
     run_dir = config.run_path(identity)
+    refuse_a_run_missing_metrics(run_dir, identity, METRIC_KEYS, BROKEN_METRIC_PLUGINS)  # before: it names the cause
     RunDirectory(run_dir).check(identity)  # reads an existing run's config.yaml, if any: another run there is refused
     return RunPlan(config, method, recipe, identity, run_dir)
 

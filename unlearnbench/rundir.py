@@ -32,7 +32,7 @@ import pickle
 import re
 import time
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,7 +42,6 @@ import torch
 import yaml
 
 from unlearnbench.errors import ConfigError, DamagedFileError
-from unlearnbench.evaluation.keys import BROKEN_METRIC_PLUGINS, METRIC_KEYS
 from unlearnbench.geometry_files import (
     GEOMETRY_FILE,
     HEADER_FILE,
@@ -228,9 +227,7 @@ class RunDirectory:
         return data
 
     def check(self, identity: RunIdentity) -> None:
-        """Refuse a folder that holds a run made with another configuration, naming what differs; and the run meant
-        here where a metric plugin failed to import (`refuse_a_run_missing_metrics`)."""
-        refuse_a_run_missing_metrics(self.path, identity)
+        """Refuse a folder that holds a run made with another configuration, naming what differs."""
         if self.path.exists() and not self.path.is_dir():
             raise RunDirectoryMismatchError(f"{self.path} exists and is not a directory")
         if not self.initialized():
@@ -687,14 +684,17 @@ class RunDirectory:
         return _read_json_object(self.path / _ERROR)
 
 
-def refuse_a_run_missing_metrics(path: Path, identity: RunIdentity) -> None:
-    """Refuse the run a command means where its folder records user metrics in its gaps that are not loaded now
-    because a metric plugin failed to import (`keys.load_metric_plugins`), in one line naming the plugin.
+def refuse_a_run_missing_metrics(
+    path: Path, identity: RunIdentity, loaded: Collection[str], broken_plugins: Mapping[str, str]
+) -> None:
+    """Refuse the run a command means where its folder records user metrics in its gaps that are not `loaded` now
+    because a metric plugin failed to import (`broken_plugins`: plugin -> why, `keys.load_metric_plugins`), in one
+    line naming the plugin. The planner passes both (`plan.plan_run`): the run directory imports no metric.
 
     Without those metrics the identity, so the folder's hash, is another: the command would start that run afresh
     without them, beside the one it means. Looked at: `path` and the folders named like it but for the hash.
     Nothing is looked at while every metric plugin imports."""
-    if not BROKEN_METRIC_PLUGINS:
+    if not broken_plugins:
         return
     named = _HASHED_NAME.search(path.name)
     stem = path.name[: -len(named.group(1))] if named else None
@@ -707,11 +707,11 @@ def refuse_a_run_missing_metrics(path: Path, identity: RunIdentity) -> None:
             continue
         if recorded is None:
             continue
-        missing = sorted(set(recorded.pop("metrics", None) or {}) - set(METRIC_KEYS))
+        missing = sorted(set(recorded.pop("metrics", None) or {}) - set(loaded))
         if missing and recorded == wanted:
             raise ConfigError(
                 f"{folder} holds this run, its gaps averaging metric(s) {', '.join(missing)}, which are not loaded: "
-                f"{'; '.join(BROKEN_METRIC_PLUGINS.values())}; fix the plugin to resume it"
+                f"{'; '.join(broken_plugins.values())}; fix the plugin to resume it"
             )
 
 

@@ -361,7 +361,7 @@ def load_metric_plugins() -> None:
 
     A plugin that fails to import is one warning line naming it, and is left out: a run made without it computes
     the metrics that load, under the identity they give; a run whose recorded identity names metrics that are not
-    loaded is refused where it is found (`rundir.refuse_a_run_missing_metrics`), never redone without them.
+    loaded is refused where it is found (`rundir.refuse_a_run_missing_metrics`, called by the planner), never redone without them.
     """
     from importlib.metadata import entry_points
 
