@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import signal
 import sqlite3
 import subprocess
@@ -160,19 +159,20 @@ def cli_process(argv: list[str]) -> subprocess.Popen:
 
 @pytest.mark.slow
 def test_a_killed_tune_resumes_its_study_with_the_same_command(tmp_path):
+    """SIGKILLed at the start of its second trial's first request (`tests/crash_at.py`: the third `Runner.serve` of
+    the process, each trial serving two), once that trial has drawn its values: deterministically, where polling the
+    database for the moment missed it on a quiet machine, whose digits trials end within a second."""
     out = tmp_path / "tuned"
     argv = tune_argv(out, 3)
-    worker = cli_process(argv)
-    deadline = time.monotonic() + 900
-    while time.monotonic() < deadline:  # kill it in the middle of its second trial, once it has drawn its values
-        time.sleep(0.2)
-        if (out / "studies.db").exists():
-            trials = study_trials(out)
-            if len(finished(trials)) == 1 and any(t.state == TrialState.RUNNING and t.params for t in trials):
-                break  # kill at once: on an idle machine a digits trial ends within a second or two
-    # (a trial killed before its objective began has no values to retry: test_a_trial_whose_worker_died_before...)
-    os.kill(worker.pid, signal.SIGKILL)
-    worker.wait()
+    crash = [
+        sys.executable,
+        str(Path(__file__).parent / "crash_at.py"),
+        "unlearnbench.runner.Runner.serve",
+        "3",
+        "before",
+    ]
+    worker = subprocess.run([*crash, "--", *argv], capture_output=True, text=True)
+    assert worker.returncode == -signal.SIGKILL, worker.stderr
     killed = [t for t in study_trials(out) if t.state == TrialState.RUNNING]
     assert len(killed) == 1
 
