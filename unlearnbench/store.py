@@ -123,7 +123,7 @@ class ModelStore:
         except (pickle.UnpicklingError, RuntimeError, EOFError):
             # Not plain tensors (e.g. a pickle that would run code): never trusted, rebuilt instead.
             return None, "its weights are not a weights-only checkpoint"
-        if not (isinstance(state, dict) and _finite(state)):
+        if not (isinstance(state, dict) and finite_state(state)):
             return None, "its weights are not a finite state dict"
         if shapes is not None and _shapes(state) != shapes:
             return None, "its tensors are not the shapes of the model (the arch changed?)"
@@ -193,7 +193,7 @@ class ModelStore:
         """Store a freshly trained entry (its key's lock held); refused, with the fix, when it diverged."""
         weights, meta, _ = self._paths(spec.key())
         state = {name: tensor.detach().cpu() for name, tensor in state.items()}
-        if not _finite(state):
+        if not finite_state(state):
             what = "the pretrained model" if not spec.excluded else f"an oracle ({len(spec.excluded)} samples left out)"
             raise TrainingDivergedError(
                 f"training {what} of {spec.dataset}/{spec.arch} diverged (non-finite weights) with recipe "
@@ -227,7 +227,7 @@ def model_shapes(model: torch.nn.Module) -> Shapes:
     return _shapes(model.state_dict())
 
 
-def _finite(state: dict) -> bool:
+def finite_state(state: dict) -> bool:
     """Every floating-point tensor of a state dict holds finite numbers only."""
     return all(
         bool(torch.isfinite(tensor).all())

@@ -24,6 +24,7 @@ from torch import Tensor, nn
 from unlearnbench.data.base import Batch, ImageDataset
 from unlearnbench.lean_module import LeanModule
 from unlearnbench.registry import ARCHS
+from unlearnbench.store import finite_state
 
 _log = logging.getLogger(__name__)
 
@@ -240,10 +241,6 @@ def _seeded_start(
 ORACLE_REFITS = 3
 
 
-def finite(model: nn.Module) -> bool:
-    return all(torch.isfinite(t).all() for t in model.state_dict().values() if t.is_floating_point())
-
-
 def refit_until_finite(fit: Callable[[Recipe], nn.Module], recipe: Recipe, what: str) -> nn.Module:
     """`fit(recipe)`, refitted from the same seeded start with the lr halved while its weights are not finite.
 
@@ -258,7 +255,7 @@ def refit_until_finite(fit: Callable[[Recipe], nn.Module], recipe: Recipe, what:
     """
     model = fit(recipe)
     for _ in range(ORACLE_REFITS):
-        if finite(model):
+        if finite_state(model.state_dict()):
             break
         _log.warning(f"{what} diverged at lr {recipe.lr:g}; refitting it from the same start at lr {recipe.lr / 2:g}")
         recipe = replace(recipe, lr=recipe.lr / 2)
