@@ -60,6 +60,7 @@ warnings.filterwarnings("ignore")
 logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
 
 from unlearnbench.config import RunConfig  # noqa: E402
+from unlearnbench.evaluation import reference_scores  # noqa: E402
 from unlearnbench.evaluation.evaluator import compute_logits  # noqa: E402
 from unlearnbench.evaluation.keys import METRIC_KEYS  # noqa: E402
 from unlearnbench.records import RequestRecord  # noqa: E402
@@ -136,6 +137,7 @@ def _bare_run(root: Path, _repeat: int) -> float:
 
     The scoring runs with numpy's BLAS on one thread, as in `Runner.run`: same scoring, same cost.
     """
+    reference_scores.clear()
     start = time.perf_counter()
     bare = Runner.from_config(_config(root))
     model = bare.trained_model(np.zeros(0, dtype=np.int64), "pretraining")
@@ -154,6 +156,7 @@ def _bare_run(root: Path, _repeat: int) -> float:
 
 
 def _runner_run(root: Path, repeat: int) -> float:
+    reference_scores.clear()  # one run scores its oracles and original as a fresh process does, as the loop does
     start = time.perf_counter()
     Runner.from_config(_config(root, run_dir=root / f"p1b-{repeat}")).run()
     return time.perf_counter() - start

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from unlearnbench.config import RunConfig
+from unlearnbench.evaluation import reference_scores
 from unlearnbench.methods.base import method_arguments
 from unlearnbench.ranges import flat_parameters
 from unlearnbench.registry import DATASETS, METHODS
@@ -23,6 +24,13 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 #: Pretraining/oracle recipe small enough for tests, still well above chance on digits.
 FAST_RECIPE = {"epochs": 4, "batch_size": 128, "lr": 0.1}
+
+
+@pytest.fixture(autouse=True)
+def cold_reference_scores():
+    """Each test scores oracles and pretrained models as a fresh process does: a memoized score from another
+    test's run would hide what the test exercises (tests/test_reference_scores.py tests the memo itself)."""
+    reference_scores.clear()
 
 
 @pytest.fixture(scope="session")

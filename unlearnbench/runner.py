@@ -34,9 +34,10 @@ from unlearnbench.data.validation import validation_view
 from unlearnbench.divergence import DivergenceMonitor
 from unlearnbench.evaluation.evaluator import EvalLogits, compute_logits
 from unlearnbench.evaluation.geometry import GeometryRecorder, recompute_geometry
-from unlearnbench.evaluation.keys import GAP_ACC, gap_keys, user_metric_code
+from unlearnbench.evaluation.keys import GAP_ACC, gap_keys, user_metric_code, user_metrics
 from unlearnbench.evaluation.oracle_mia import ATTACK_KEYS, request_attack, request_phi
 from unlearnbench.evaluation.privacy import RMIA_KEYS, TOW_KEYS, request_privacy
+from unlearnbench.evaluation.reference_scores import digest, reference_scores
 from unlearnbench.evaluation.scoring import avg_gap, forward_gain, request_scores, stream_summary
 from unlearnbench.evaluation.updates import parameter_update, snapshot
 from unlearnbench.guards import build_guards, pack_state, unpack_state
@@ -153,6 +154,7 @@ class Runner:
         self.store = ModelStore(config.store_dir)
         self._pretrained: dict[str, torch.Tensor] | None = None  # `pretrained_model`'s weights, once read
         self._original_logits: EvalLogits | None = None  # the pretrained model's, once evaluated (`original_scores`)
+        self._stream_digest: str | None = None  # of what every request's scores depend on (`scoring_inputs`)
         self.nodes = NodeGroup.from_environment(config.hardware.num_nodes, self.run_dir.path.name)
         self.train_labels = self.dataset.train.labels.cpu().numpy()
         self.test_labels = self.dataset.test.labels.cpu().numpy()
@@ -329,7 +331,26 @@ class Runner:
         """
         if not oracle_logits:
             return None
-        return self.score(oracle_logits[0], request) | dict.fromkeys((*ATTACK_KEYS, *RMIA_KEYS, *TOW_KEYS))
+        oracle = oracle_logits[0]
+        return reference_scores(
+            digest("oracle", self.scoring_inputs(request), oracle.train, oracle.test),
+            lambda: self.score(oracle, request) | dict.fromkeys((*ATTACK_KEYS, *RMIA_KEYS, *TOW_KEYS)),
+        )
+
+    def scoring_inputs(self, request: Request) -> str:
+        """A digest of what request t's scores depend on besides the scored logits: the labels, every request's index
+        sets, the attack seed and protocol, the user's metrics. With the logits, it keys `reference_scores`."""
+        if self._stream_digest is None:
+            sets = [(r.t, r.forget, r.forgotten, r.test_forget, r.forget_classes) for r in self.stream.requests]
+            self._stream_digest = digest(
+                self.train_labels,
+                self.test_labels,
+                self.dataset.num_classes,
+                self.config.mia_protocol,
+                [(metric.key, metric.compute) for metric in user_metrics()],
+                *(part for request_sets in sets for part in request_sets),
+            )
+        return digest(self._stream_digest, request.t, attack_seed(self.config.seed, request.t))
 
     def score_request(
         self, request: Request, logits: EvalLogits, oracle_logits: list[EvalLogits], oracle_scores: dict | None
@@ -482,7 +503,17 @@ class Runner:
         the "Original" row of every paper table. Its logits are computed once per session."""
         if self._original_logits is None:
             self._original_logits = self.logits(self.pretrained_model())
-        scores, versus = self.score_request(request, self._original_logits, oracle_logits, oracle_scores)
+        original = self._original_logits
+        key = digest(
+            "original",
+            self.scoring_inputs(request),
+            original.train,
+            original.test,
+            *(part for oracle in oracle_logits for part in (oracle.train, oracle.test)),
+        )
+        scores, versus = reference_scores(
+            key, lambda: self.score_request(request, original, oracle_logits, oracle_scores)
+        )
         if request.t > 1:
             scores.pop("history")  # the same row at every t: kept at t = 1 only (`original_history`)
         return scores | versus
