@@ -3,8 +3,11 @@ with its aliases bounded."""
 
 from __future__ import annotations
 
+import glob
+import hashlib
 import json
 import os
+import socket
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -21,11 +24,45 @@ def _default_file_mode() -> int:
     return 0o666 & ~umask
 
 
+#: this host, as it names its temp files: a process id means something on its own host only (a store or run folder
+#: may be shared by several nodes)
+_HOST = hashlib.blake2b(socket.gethostname().encode(), digest_size=4).hexdigest()
+
+
+def _temp_prefix(path: Path) -> str:
+    """The start of the names of `path`'s temp files from this host; the writer's process id follows."""
+    return f".{path.name}.{_HOST}-"
+
+
+def _remove_abandoned_temp_files(path: Path) -> None:
+    """The temp files of `path` whose writer, a process of this host, is gone: a kill between the write and the
+    rename left them. A live writer's (another process writing `path` now) and another host's are left alone."""
+    for temp in path.parent.glob(f"{glob.escape(_temp_prefix(path))}*.tmp"):
+        pid = temp.name.removeprefix(_temp_prefix(path)).split(".", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            temp.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
 def write_atomic(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
-    """Call `write(f)` on a temp file beside `path`, fsync it, then rename it over `path`."""
+    """Call `write(f)` on a temp file beside `path`, fsync it, then rename it over `path`.
+
+    The temp file is named by this host and process, so that the next write of `path` removes what a killed
+    writer left behind (`_remove_abandoned_temp_files`): a run killed at any point and run again leaves no
+    temp file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    _remove_abandoned_temp_files(path)
+    fd, tmp = tempfile.mkstemp(prefix=f"{_temp_prefix(path)}{os.getpid()}.", suffix=".tmp", dir=path.parent)
     try:
         os.fchmod(fd, _default_file_mode())
         with os.fdopen(fd, "wb") as f:
