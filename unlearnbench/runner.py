@@ -52,7 +52,7 @@ from unlearnbench.registry import METHODS
 from unlearnbench.rundir import RunDirectory
 from unlearnbench.seeds import attack_seed, derived_seed
 from unlearnbench.step_loss import StepLossLogger
-from unlearnbench.store import ModelSpec, ModelStore, model_shapes, sha256_bytes
+from unlearnbench.store import ModelSpec, ModelStore, Shapes, model_shapes, sha256_bytes
 from unlearnbench.streams.base import Request, RequestStream, StreamError
 from unlearnbench.training import (
     Recipe,
@@ -154,6 +154,7 @@ class Runner:
         self.store = ModelStore(config.store_dir)
         self._pretrained: dict[str, torch.Tensor] | None = None  # `pretrained_model`'s weights, once read
         self._original_logits: EvalLogits | None = None  # the pretrained model's, once evaluated (`original_scores`)
+        self._model_shapes: Shapes | None = None  # of the run's arch, for the batched oracles (`oracles`)
         self._stream_digest: str | None = None  # of what every request's scores depend on (`scoring_inputs`)
         self.nodes = NodeGroup.from_environment(config.hardware.num_nodes, self.run_dir.path.name)
         self.train_labels = self.dataset.train.labels.cpu().numpy()
@@ -300,10 +301,12 @@ class Runner:
             label = f"oracles {request.t}/{config.requests} (retraining, train seeds 2-{len(seeds)} together)"
             specs = [self.model_spec(excluded, seed, batched=True) for seed in seeds[1:]]
             # The shapes of the model they load into, as a lone entry is checked (`trained_model`): entries of
-            # another arch are retrained here, in one fit, not one by one when each is loaded.
-            shapes = model_shapes(build_model(config.arch, self.dataset, arch_args))
+            # another arch are retrained here, in one fit, not one by one when each is loaded. Read from a model
+            # built once per run, not once per request.
+            if self._model_shapes is None:
+                self._model_shapes = model_shapes(build_model(config.arch, self.dataset, arch_args))
             self.store.get_or_train_together(
-                specs, lambda missing: self.train_models_together(missing, keep, label), shapes
+                specs, lambda missing: self.train_models_together(missing, keep, label), self._model_shapes
             )
         return [self.oracle(request, k, batched=together and k > 0) for k in range(len(seeds))]
 
