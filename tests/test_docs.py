@@ -74,7 +74,8 @@ def test_every_fence_names_one_of_the_languages_the_tests_know():
 
 @pytest.fixture(scope="module")
 def documented_runs(tmp_path_factory, shared_store) -> Path:
-    """A folder whose runs/ holds two unlearning chains of seed 0 with two oracles each and saved logits."""
+    """A folder whose runs/ holds two unlearning chains of seed 0 with two oracles each, saved logits and the robustness
+    evaluations at T."""
     folder = tmp_path_factory.mktemp("documented")
     for unlearn_seed in (0, 1):
         config = tiny_config(
@@ -85,6 +86,9 @@ def documented_runs(tmp_path_factory, shared_store) -> Path:
             oracle_every=5,
             oracle_seeds=2,
             single_shot_every=0,
+            relearn_every=5,  # the relearning attack and the quantized accuracies at t = 5 (docs/reporting.md)
+            relearn_steps=20,
+            quantize_every=5,
             unlearn_seed=unlearn_seed,
             save_logits=True,
             method_args={"epochs": 1},

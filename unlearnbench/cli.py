@@ -105,7 +105,9 @@ def _given(argv: list[str]) -> dict[str, object]:
 #: The run's own options checked before anything heavy is imported, and how a command-line text becomes their value.
 EARLY_OPTIONS = {
     **dict.fromkeys(("requests", "oracle_every", "single_shot_every", "seed", "oracle_seeds", *SEED_PARTS), int),
-    "size": float,
+    **dict.fromkeys(("relearn_every", "relearn_steps", "quantize_every"), int),
+    **dict.fromkeys(("size", "relearn_fraction", "relearn_margin"), float),
+    "quantize_bits": list,
     **dict.fromkeys(("download", "save_logits"), bool),
 }
 
@@ -119,6 +121,12 @@ def _early_value(text: object, kind: type) -> object:
         return None
     if kind is bool:
         return {"true": True, "false": False}.get(text.lower(), _UNREAD)
+    if kind is list:  # `[8, 4]`, as the parser reads a list
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError:
+            return _UNREAD
+        return value if isinstance(value, list) else _UNREAD
     try:
         return kind(text)
     except ValueError:
@@ -304,6 +312,45 @@ def _add_protocol_arguments(parser: ArgumentParser) -> None:
         type=int,
         default=1,
         help="K oracles per request, train seeds train_seed..train_seed+K-1 (RMIA references; ε score)",
+    )
+    parser.add_argument(
+        "--relearn_every",
+        "--relearn-every",
+        type=int,
+        default=0,
+        help="the relearning attack at t = K, 2K, ... and T: fine-tune copies of the method's model and the oracle on "
+        "part of F_1..F_t, count the steps until the rest is back (default 0: never)",
+    )
+    parser.add_argument(
+        "--relearn_steps", "--relearn-steps", type=int, default=100, help="the relearning attack's steps (default 100)"
+    )
+    parser.add_argument(
+        "--relearn_fraction",
+        "--relearn-fraction",
+        type=float,
+        default=0.5,
+        help="the share of F_1..F_t the attacker holds, in (0, 1); the rest is measured (default 0.5)",
+    )
+    parser.add_argument(
+        "--relearn_margin",
+        "--relearn-margin",
+        type=float,
+        default=0.05,
+        help="relearned = within this share of the original's accuracy on the held-out part (default 0.05)",
+    )
+    parser.add_argument(
+        "--quantize_every",
+        "--quantize-every",
+        type=int,
+        default=0,
+        help="forget/retain/test accuracy with the weights quantized, at t = K, 2K, ... and T (default 0: never)",
+    )
+    parser.add_argument(
+        "--quantize_bits",
+        "--quantize-bits",
+        type=list[int],
+        default=[8, 4],
+        help="the bit widths quantized to, among 8 and 4 (default [8, 4])",
     )
     parser.add_argument(
         "--mia_protocol",

@@ -11,7 +11,14 @@ from pathlib import Path
 from typing import Literal
 
 from unlearnbench.data.cache import check_dataset_args
-from unlearnbench.early_checks import SEED_PARTS, check_folder_part, check_run_numbers, is_int, is_number
+from unlearnbench.early_checks import (
+    QUANTIZATION_BITS,
+    SEED_PARTS,
+    check_folder_part,
+    check_run_numbers,
+    is_int,
+    is_number,
+)
 from unlearnbench.errors import ConfigError, DamagedFileError
 from unlearnbench.evaluation.keys import load_metric_plugins, user_gap_metrics
 from unlearnbench.hparams import marker
@@ -118,6 +125,18 @@ class RunConfig:
     single_shot_baseline: Literal["single_task", "cumulative", "both"] = "single_task"
     #: K oracles per request, trained with train seeds train_seed, train_seed + 1, …, train_seed + K − 1
     oracle_seeds: int = 1
+    #: the relearning attack (evaluation/relearn.py) at t = K, 2K, ... and T; 0: never
+    relearn_every: int = 0
+    #: its optimizer steps K (the curve's length − 1)
+    relearn_steps: int = 100
+    #: the share of F_1..F_t the attacker fine-tunes on; the rest is held out and measured
+    relearn_fraction: float = 0.5
+    #: relearned = back within this share of the original model's accuracy on the held-out part
+    relearn_margin: float = 0.05
+    #: forget/retain/test accuracy of the weights quantized (evaluation/quantization.py) at t = K, 2K, ... and T; 0: never
+    quantize_every: int = 0
+    #: the bit widths quantized to (`early_checks.QUANTIZATION_BITS`)
+    quantize_bits: list[int] = field(default_factory=lambda: list(QUANTIZATION_BITS))
     #: non-members the SVC attack is fit on (evaluation/mia.py): salun (test of retained classes) or loft (all test)
     mia_protocol: Literal["salun", "loft"] = "salun"
     method_args: dict = field(default_factory=dict)
@@ -246,6 +265,14 @@ class RunConfig:
             every = self.oracle_every if self.oracle == "retrain" else self.requests
         return every > 0 and scheduled(t, self.requests, every)
 
+    def relearn_at(self, t: int) -> bool:
+        """Whether the relearning attack is run after request t (`--relearn-every`)."""
+        return self.relearn_every > 0 and scheduled(t, self.requests, self.relearn_every)
+
+    def quantize_at(self, t: int) -> bool:
+        """Whether the models of request t are also scored with quantized weights (`--quantize-every`)."""
+        return self.quantize_every > 0 and scheduled(t, self.requests, self.quantize_every)
+
     @property
     def single_shot_kinds(self) -> tuple[str, ...]:
         """The counterfactuals served at a scheduled request: `single_task`, `cumulative`, or both."""
@@ -285,6 +312,12 @@ class RunConfig:
             "guards": [{name: self.resolved_guard_args(name)} for name in self.guards] or None,  # in order of use
             "tuned": marker(tuned["provenance"]) if tuned else None,  # where the hyperparameters came from
             "metrics": user_gap_metrics(),  # a gap that averages a user's metric too is another gap
+            # an evaluation's settings only where it runs, so a run without it keeps its name whatever they are
+            **{
+                name: getattr(self, name) if self.relearn_every else None
+                for name in ("relearn_steps", "relearn_fraction", "relearn_margin")
+            },
+            "quantize_bits": list(self.quantize_bits) if self.quantize_every else None,
             # a seed part is recorded only where it departs from `seed`, so `--seed S` alone keeps its name
             **{
                 part: None if self.resolved_seed(part) == self.seed else self.resolved_seed(part) for part in SEED_PARTS

@@ -24,7 +24,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from unlearnbench.early_checks import QUANTIZATION_BITS
 from unlearnbench.evaluation.keys import METRIC_KEYS, console_keys, significant
+from unlearnbench.evaluation.quantization import quantized_key
 from unlearnbench.records import RequestRecord, RunSummary
 
 #: The console's width where it is not a terminal and COLUMNS is unset (CI logs, a pipe): what every line fits in.
@@ -300,6 +302,7 @@ class Reporter:
                 f"backward failure vs the oracle max / mean: {_fmt(summary['backward_failure_vs_oracle_max'])} / "
                 f"{_fmt(summary['backward_failure_vs_oracle_mean'])}"
             )
+        lines += _robustness_lines(summary)
         where = f"the {summary.get('oracle_requests')} requests with an oracle"
         if "mean_gap_acc" in summary:
             lines.append(f"mean gap_acc over {where}: {_fmt(summary['mean_gap_acc'])}")
@@ -309,6 +312,25 @@ class Reporter:
             self.console.print(line)
         self.console.print("every metric at every request is in the run directory (`unlearnbench leaderboard`)")
         self.console.print(f"run directory: {run_dir}")
+
+
+def _robustness_lines(summary: dict) -> list[str]:
+    """At T, where they ran: the relearning attack's steps (method / oracle) and Anamnesis Index, and the forget
+    accuracy of the quantized weights beside the unquantized one (method / oracle / original)."""
+    final, oracle, original = (summary.get(side) or {} for side in ("final", "final_oracle", "final_original"))
+    lines = []
+    if "relearn_steps" in final:
+        lines.append(
+            f"relearning attack at T: {METRIC_KEYS['relearn_steps'].format(final['relearn_steps'])} steps back to "
+            f"the original (oracle: {METRIC_KEYS['relearn_steps'].format(oracle.get('relearn_steps'))}), "
+            f"Anamnesis Index {_fmt(final.get('relearn_ratio'))}"
+        )
+    for bits in QUANTIZATION_BITS:
+        key = quantized_key(bits, "forget_acc")
+        if key in final:
+            values = " / ".join(_fmt(side.get(key)) for side in (final, oracle, original))
+            lines.append(f"forget_acc at T, {bits}-bit weights (method / oracle / original): {values}")
+    return lines
 
 
 def _verdict_table(per_request: list[Verdict], per_stream: list[Verdict]) -> Table:

@@ -21,6 +21,8 @@ from unlearnbench.errors import ConfigError, excerpt
 SEED_PARTS = ("train_seed", "unlearn_seed", "stream_seed")
 #: The registered name each option of a run names, by option (the registry's attribute in `unlearnbench.registry`).
 NAMED_OPTIONS = {"method": "METHODS", "stream": "STREAMS", "dataset": "DATASETS", "arch": "ARCHS", "logger": "LOGGERS"}
+#: The weight widths `--quantize-bits` may name (`evaluation.quantization`): int8 and 4-bit, as Zhang et al. (2024).
+QUANTIZATION_BITS = (8, 4)
 
 
 def check_run_options(options: Mapping[str, object]) -> None:
@@ -57,6 +59,29 @@ def check_run_numbers(values: Mapping[str, object]) -> None:
     single_shot = values.get("single_shot_every")
     if single_shot is not None and (not is_int(single_shot) or single_shot < 0):
         raise ConfigError(f"single_shot_every must be a whole number >= 0 (0: none), got {excerpt(single_shot)}")
+    for name in ("relearn_every", "relearn_steps", "quantize_every"):
+        value = values.get(name, 0)
+        if not is_int(value) or value < 0:
+            meaning = "0: none" if name.endswith("every") else "the attack's optimizer steps"
+            raise ConfigError(f"{name} must be a whole number >= 0 ({meaning}), got {excerpt(value)}")
+    fraction = values.get("relearn_fraction", 0.5)
+    if not (is_number(fraction) and 0 < fraction < 1):
+        raise ConfigError(
+            f"relearn_fraction must be a number between 0 and 1, both excluded (the share of the forgotten data the "
+            f"attacker holds), got {excerpt(fraction)}"
+        )
+    margin = values.get("relearn_margin", 0.05)
+    if not (is_number(margin) and 0 <= margin < 1):
+        raise ConfigError(
+            f"relearn_margin must be a number >= 0 and < 1 (0.05: within 5% of the original's accuracy), "
+            f"got {excerpt(margin)}"
+        )
+    bits = values.get("quantize_bits", list(QUANTIZATION_BITS))
+    valid = ", ".join(map(str, QUANTIZATION_BITS))
+    if not isinstance(bits, list | tuple) or not bits or any(not is_int(b) or b not in QUANTIZATION_BITS for b in bits):
+        raise ConfigError(f"quantize_bits must be a list of bit widths among {valid}, got {excerpt(bits)}")
+    if len(set(bits)) != len(bits):
+        raise ConfigError(f"quantize_bits names a width twice: {excerpt(bits)}")
     for name in ("seed", *SEED_PARTS):
         value = values.get(name, 0 if name == "seed" else None)
         if (value is not None or name == "seed") and (not is_int(value) or value < 0):

@@ -216,6 +216,12 @@ _IDENTITY_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "stream_seed": (_optional(_is_int), "a seed"),
     "oracle_seeds": (_is_int, "a number of oracles"),
     "metrics": (_optional(_is_mapping), "a mapping of metric -> the gaps it enters"),
+    "relearn_every": (_is_int, "a number of requests"),
+    "relearn_steps": (_optional(_is_int), "a number of steps"),
+    "relearn_fraction": (_optional(_is_size), "a number"),
+    "relearn_margin": (_optional(_is_size), "a number"),
+    "quantize_every": (_is_int, "a number of requests"),
+    "quantize_bits": (_optional(lambda v: isinstance(v, list) and all(_is_int(b) for b in v)), "a list of bit widths"),
 }
 
 
@@ -261,6 +267,14 @@ class RunIdentity:
     oracle_seeds: int = 1
     #: the user's metrics that enter a gap, with the gaps (`keys.user_gap_metrics`; None: only built-in ones do)
     metrics: dict | None = None
+    #: the relearning attack's schedule and, where it runs, its settings (`evaluation.relearn`)
+    relearn_every: int = 0
+    relearn_steps: int | None = None
+    relearn_fraction: float | None = None
+    relearn_margin: float | None = None
+    #: the quantization schedule and, where it runs, its bit widths (`evaluation.quantization`)
+    quantize_every: int = 0
+    quantize_bits: list[int] | None = None
 
     @property
     def guard_names(self) -> list[str]:

@@ -34,10 +34,19 @@ from unlearnbench.data.validation import validation_view
 from unlearnbench.divergence import DivergenceMonitor
 from unlearnbench.evaluation.evaluator import EvalLogits, compute_logits
 from unlearnbench.evaluation.geometry import GeometryRecorder, recompute_geometry
-from unlearnbench.evaluation.keys import GAP_ACC, gap_keys, user_metric_code, user_metrics
+from unlearnbench.evaluation.keys import (
+    GAP_ACC,
+    METRIC_KEYS,
+    ScoringInputs,
+    gap_keys,
+    user_metric_code,
+    user_metrics,
+)
 from unlearnbench.evaluation.oracle_mia import ATTACK_KEYS, request_attack, request_phi
 from unlearnbench.evaluation.privacy import RMIA_KEYS, TOW_KEYS, request_privacy
+from unlearnbench.evaluation.quantization import QUANTIZED_METRICS, quantized_scores
 from unlearnbench.evaluation.reference_scores import digest, reference_scores
+from unlearnbench.evaluation.relearn import heldout_accuracy, relearn_curve, relearn_scores, relearn_split
 from unlearnbench.evaluation.scoring import avg_gap, forward_gain, request_scores, stream_summary
 from unlearnbench.evaluation.updates import parameter_update, snapshot
 from unlearnbench.guards import build_guards, pack_state, unpack_state
@@ -50,7 +59,7 @@ from unlearnbench.provenance import method_code, method_code_change, session_rec
 from unlearnbench.records import SINGLE_SHOT_FIELDS, RequestRecord, RunSummary
 from unlearnbench.registry import METHODS
 from unlearnbench.rundir import RunDirectory
-from unlearnbench.seeds import attack_seed, derived_seed
+from unlearnbench.seeds import attack_seed, derived_seed, relearn_seed
 from unlearnbench.step_loss import StepLossLogger
 from unlearnbench.store import ModelSpec, ModelStore, Shapes, model_shapes, sha256_bytes
 from unlearnbench.streams.base import Request, RequestStream, StreamError
@@ -196,14 +205,26 @@ class Runner:
         each append to the run's log files (the per-request metrics are still logged)."""
         return self.run_logger.lightning_logger if self.single_process else False
 
-    def trainer(self, epochs: int, label: str, callbacks: tuple = (), logger=False) -> L.Trainer:
+    def trainer(
+        self,
+        epochs: int,
+        label: str,
+        callbacks: tuple = (),
+        logger=False,
+        max_steps: int = -1,
+        one_device: bool = False,
+    ) -> L.Trainer:
+        """A fresh Trainer on the run's hardware; `max_steps`: stop after so many optimizer steps (`epochs` -1: as many
+        epochs as that takes); `one_device`: on the evaluation device alone, for a fit that only the leader makes (an
+        evaluation's, `relearn`), which a DDP fit would wait on the other nodes for."""
         hardware = self.config.hardware
         return L.Trainer(
             max_epochs=epochs,
+            max_steps=max_steps,
             accelerator=hardware.accelerator,
-            devices=hardware.devices,
-            strategy=self.strategy(),
-            num_nodes=hardware.num_nodes,
+            devices=1 if one_device else hardware.devices,
+            strategy="auto" if one_device else self.strategy(),
+            num_nodes=1 if one_device else hardware.num_nodes,
             precision=hardware.precision,
             logger=logger,
             log_every_n_steps=1 if logger else 50,
@@ -521,6 +542,54 @@ class Runner:
             scores.pop("history")  # the same row at every t: kept at t = 1 only (`original_history`)
         return scores | versus
 
+    def robustness(
+        self, request: Request, oracle: nn.Module | None, oracle_logits: list[EvalLogits]
+    ) -> dict[str, dict]:
+        """Request t's robustness keys where they are scheduled, by side of the row (method, oracle where t has one,
+        original): the relearning attack's (`evaluation.relearn`) and the quantized accuracies
+        (`evaluation.quantization`). The oracle's and the original's are computed once per process for every run of
+        a setting (`reference_scores`, keyed by their logits and the protocol's every input)."""
+        config, t = self.config, request.t
+        if not (config.quantize_at(t) or config.relearn_at(t)):
+            return {}
+        models = {"method": self.method.model, "oracle": oracle, "original": self.pretrained_model()}
+        sides: dict[str, dict] = {side: {} for side, model in models.items() if model is not None}
+        identity = digest(
+            self.scoring_inputs(request), *(part for logits in oracle_logits for part in (logits.train, logits.test))
+        )
+        if config.quantize_at(t):
+
+            def accuracies(model: nn.Module) -> dict[str, float | None]:
+                inputs = ScoringInputs(
+                    self.logits(model), self.train_labels, self.test_labels, request, self.dataset.num_classes
+                )
+                return {key: METRIC_KEYS[key].compute(inputs) for key in QUANTIZED_METRICS}
+
+            bits = list(config.quantize_bits)
+            for side in sides:
+                model = models[side]
+                compute = partial(quantized_scores, model, bits, accuracies)
+                sides[side] |= (
+                    compute() if side == "method" else reference_scores(digest(identity, side, bits), compute)
+                )
+        if config.relearn_at(t):
+            seed = relearn_seed(config.seed, t)
+            split = relearn_split(request.forgotten, request.retain, config.relearn_fraction, seed)
+            label = f"relearning attack {t}/{config.requests}"
+            make_trainer = partial(self.trainer, -1, label, one_device=True)
+            curve = partial(relearn_curve, dataset=self.dataset, split=split, recipe=self.recipe, seed=seed)
+            settings = (config.relearn_steps, config.relearn_fraction, seed, self.recipe, config.hardware.precision)
+            curves = {"method": curve(models["method"], steps=config.relearn_steps, make_trainer=make_trainer)}
+            if oracle is not None:
+                curves["oracle"] = reference_scores(
+                    digest(identity, "relearn", settings),
+                    lambda: {"curve": curve(oracle, steps=config.relearn_steps, make_trainer=make_trainer)},
+                )["curve"]
+            original_accuracy = heldout_accuracy(models["original"], self.dataset, split.heldout)
+            for side, scores in relearn_scores(curves, original_accuracy, config.relearn_margin).items():
+                sides[side] |= scores
+        return sides
+
     def run(self) -> RunResult:
         """All T requests, resuming after the last persisted one.
 
@@ -620,10 +689,11 @@ class Runner:
         (every node), the scores against them and persistence (leader)."""
         config, t, leader = self.config, request.t, self.nodes.leader
         method_logits = self.logits(self.method) if leader else None
-        oracle_logits = []
+        oracle_logits, oracle_model = [], None
         for oracle in self.oracles(request) if config.oracle_at(t) else []:
             if leader:
                 oracle_logits.append(self.logits(oracle))
+                oracle_model = oracle_model or oracle  # the row's oracle, the first
         oracle_scores = self.score_oracle(request, oracle_logits) if leader else None
         scores, versus = (
             self.score_request(request, method_logits, oracle_logits, oracle_scores) if leader else (None, None)
@@ -642,6 +712,9 @@ class Runner:
         for field, single_shot in single_shots.items():
             method_scores[f"forward_gain{field.removeprefix('single_shot')}"] = forward_gain(method_scores, single_shot)
         original = self.original_scores(request, oracle_logits, oracle_scores)
+        sides = {"method": method_scores, "oracle": oracle_scores, "original": original}
+        for side, robustness in self.robustness(request, oracle_model, oracle_logits[:1]).items():
+            sides[side].update(robustness)
         single_shots = {"single_shot": None} | single_shots  # the record's positional field, None off schedule
         row = RequestRecord(
             t, "ok", request.forget_classes, method_scores, oracle_scores, **single_shots, original=original

@@ -24,3 +24,10 @@ def attack_seed(seed: int, t: int) -> int:
 def batch_order_seed(unlearn_seed: int, t: int, salt: int) -> int:
     """The order (and augmentation) of request t's batches of one set (`salt`: 1 forget, 2 retain, 0 other)."""
     return derived_seed(unlearn_seed, t, salt)
+
+
+def relearn_seed(seed: int, t: int) -> int:
+    """The relearning attack after request t (`evaluation.relearn`): its split of F_1..F_t, its global seed and its
+    batch order. From the run's `--seed`, as the SVC attack's, so that the method's and the oracle's attacks (and
+    those of every method of a setting) use one split and one batch order."""
+    return derived_seed(seed, t, 4)

@@ -22,6 +22,9 @@ import numpy as np
 import torch
 from torchmetrics.functional.classification import multiclass_accuracy
 
+from unlearnbench.early_checks import QUANTIZATION_BITS
+from unlearnbench.evaluation.quantization import QUANTIZED_METRICS, quantized_key
+
 if TYPE_CHECKING:
     from unlearnbench.evaluation.evaluator import EvalLogits
     from unlearnbench.streams.base import Request
@@ -327,6 +330,34 @@ for _metric in (
         for auc in ("lira_auc", "rmia_auc", "phi_auc", "phi_retain_auc")
         for end, side in (("lo", "low end"), ("hi", "high end"))
     ),
+    # The relearning attack (evaluation/relearn.py, `--relearn-every`): the method's and the oracle's copies
+    # fine-tuned on part of F_1..F_t, measured on the held-out rest; `relearn_curve` (k = 0..K) is the row's list.
+    MetricKey(
+        "relearn_steps",
+        "relearning attack: steps until the held-out part of F_1..F_t is back within the margin of the original's "
+        "accuracy on it (None: not within --relearn-steps; the original: 0)",
+        True,
+        True,
+        digits=0,
+        console=True,
+        leaderboard="relearn_steps",
+    ),
+    MetricKey(
+        "relearn_ratio",
+        "Anamnesis Index: relearn_steps / the oracle's (1: as far from F as never having seen it; 0: F was kept)",
+        True,
+        True,
+        console=True,
+        leaderboard="ain",
+    ),
+    MetricKey(
+        "relearn_acc",
+        "accuracy (%) on the held-out part of F_1..F_t after --relearn-steps steps of the relearning attack",
+        False,
+        True,
+        console=True,
+        leaderboard="relearn_acc",
+    ),
     # Update geometry (evaluation/geometry.py), basis = updates u_1..u_t so far: diagnostics.
     MetricKey("update_norm", "‖u_t‖, L2 norm of θ_t − θ_{t−1} over trainable parameters", False, False, True),
     *(MetricKey(f"er_{r}", f"ER_t: share of ‖u_t‖² in the top-{r} directions of U", False, False, True) for r in _RS),
@@ -340,6 +371,21 @@ for _metric in (
     MetricKey("cos_prev", "cosine between u_t and u_(t−1)", False, False, True),
 ):
     register_metric(_metric)
+
+# Quantization robustness (evaluation/quantization.py, `--quantize-every`): the accuracies above, of the model with
+# its weights rounded per output channel to each bit width.
+for _bits in QUANTIZATION_BITS:
+    for _key in QUANTIZED_METRICS:
+        register_metric(
+            MetricKey(
+                quantized_key(_bits, _key),
+                f"{METRIC_KEYS[_key].description}; weights rounded to {_bits} bits (per channel, RTN)",
+                METRIC_KEYS[_key].higher_is_better,
+                True,
+                console=_key == "forget_acc",
+                leaderboard=f"q{_bits}_forget" if _key == "forget_acc" else None,
+            )
+        )
 
 #: The package's own metrics; any other registered one is a user's (a plugin's, a notebook's).
 BUILTIN_METRICS = frozenset(METRIC_KEYS)

@@ -578,8 +578,20 @@ REPLICATE_KEYS = ("seed", "unlearn_seed")
 
 #: The identity fields in which the rows of one table may differ: the method and how it was run. Precision and the
 #: single-shot counterfactuals are among them: the store's pretrained models and oracles do not depend on them
-#: (`store.ModelSpec`), and the columns they change (single_acc, fwd_fail) are not ranked.
-ROW_FIELDS = ("method", "method_args", "guards", "tuned", "precision", "single_shot_every", "single_shot_baseline")
+#: (`store.ModelSpec`), and the columns they change (single_acc, fwd_fail) are not ranked. So are the robustness
+#: evaluations (the relearning attack, quantization): they add columns and change no other.
+ROW_FIELDS = (
+    "method",
+    "method_args",
+    "guards",
+    "tuned",
+    "precision",
+    "single_shot_every",
+    "single_shot_baseline",
+    *(f"relearn_{part}" for part in ("every", "steps", "fraction", "margin")),
+    "quantize_every",
+    "quantize_bits",
+)
 
 #: The seeds: a row averages over the first two; the train and stream seeds (each `seed` where not given) pick the
 #: pretrained model, the stream and the oracles of a run, and the reference rows average one value per such pair.
