@@ -44,17 +44,20 @@ def test_every_methods_record_replays_as_the_same_run(method, tmp_path):
 
 
 def test_a_record_replays_every_option_it_holds(tmp_path):
-    """Dataset, arch, method-group, guard, seed-part and protocol options all come back from the record; the
-    command line after `--config` still wins, as with any config file."""
+    """Dataset, arch, method-group, guard, seed-part, protocol and robustness-evaluation options all come back from
+    the record; the command line after `--config` still wins, as with any config file."""
     argv = [
         "--method", "salun", "--salun.optim.lr", "0.05", "--salun.ratio", "0.3", "--stream", "random",
         "--size", "0.02", "--requests", "3", "--dataset.train_size", "1000", "--arch.width", "16",
         "--train-seed", "3", "--oracle-every", "2", "--single-shot-baseline", "both", "--mia-protocol", "loft",
         "--guard", "shrink_perturb", "--shrink_perturb.shrink", "0.5", "--recipe", json.dumps({"epochs": 2}),
+        "--relearn-every", "2", "--relearn-steps", "30", "--relearn-fraction", "0.25", "--quantize-every", "3",
+        "--quantize-bits", "[4]",
     ]  # fmt: skip
     original = _plan([*argv, "--out", str(tmp_path / "a")])
     record = _write_record(original, tmp_path / "config.yaml")
     assert _plan(["--config", str(record), "--out", str(tmp_path / "b")]).identity == original.identity
+    assert (original.identity.relearn_fraction, original.identity.quantize_bits) == (0.25, [4])
     changed = _plan(["--config", str(record), "--salun.optim.lr", "0.01", "--out", str(tmp_path / "b")])
     assert changed.identity.method_args["lr"] == 0.01 and changed.run_dir.name != original.run_dir.name
 

@@ -16,7 +16,7 @@ in weight-only quantization. Departure from Zhang et al.: they quantize LLMs wit
 RTN is the one that needs no calibration data, and the one a deployment of a small classifier would use.
 
 Cost: a copy of the model and one evaluation pass over the train and test splits per bit width and model (three
-models: the method's, the oracle's, the original's); on the memorizing Fashion-MNIST tier's MLP about 0.1
+models: the method's, the oracle's, the original's); on the memorizing Fashion-MNIST tier's MLP about 0.2
 CPU-seconds each (docs/reporting.md, "Does forgotten knowledge stay forgotten?").
 """
 
