@@ -3,7 +3,7 @@
 For t = 1..T: select the request, seed from (unlearn seed, t), `prepare`, fit with a fresh Lightning
 Trainer, evaluate the method, evaluate the oracle(s) (at the requests `RunConfig.oracle_at`
 schedules), serve the single-shot counterfactual (where `RunConfig.single_shot_at` schedules it),
-persist. Every method goes through the same calls: the runner has no per-method branch. Because
+run the robustness evaluations (`RunConfig.relearn_at`, `quantize_at`), persist. Every method goes through the same calls: the runner has no per-method branch. Because
 each request is seeded from (unlearn seed, t) and the method's state after each request is
 checkpointed, a resumed run ends with the same numbers as an uninterrupted one.
 """
