@@ -29,7 +29,9 @@ from unlearnbench.evaluation.relearn import (
     relearn_split,
     steps_within_margin,
 )
+from unlearnbench.methods.base import UnlearningMethod
 from unlearnbench.plan import plan_run
+from unlearnbench.registry import METHODS
 from unlearnbench.report.leaderboard import build_leaderboard
 from unlearnbench.rundir import RunDirectory
 from unlearnbench.runner import Runner
@@ -273,3 +275,10 @@ def test_the_robustness_keys_reach_the_console_the_csv_log_and_the_leaderboard(t
     assert group.original.cells["relearn_steps"].mean == 0
     table = (tmp_path / "board" / "leaderboard.md").read_text()
     assert all(column in table for column in ("ain", "relearn_steps", "q8_forget", "q4_forget"))
+
+
+@pytest.mark.parametrize("method", METHODS.names())
+def test_every_method_deploys_its_model_so_the_attack_and_the_quantizer_copy_what_is_scored(method):
+    """The robustness evaluations copy `method.model`, for every method alike (no per-method branch): that is the model
+    the method's rows are scored on only while no method answers with a forward of its own."""
+    assert METHODS.get(method).forward is UnlearningMethod.forward

@@ -3,9 +3,10 @@
 For t = 1..T: select the request, seed from (unlearn seed, t), `prepare`, fit with a fresh Lightning
 Trainer, evaluate the method, evaluate the oracle(s) (at the requests `RunConfig.oracle_at`
 schedules), serve the single-shot counterfactual (where `RunConfig.single_shot_at` schedules it),
-run the robustness evaluations (`RunConfig.relearn_at`, `quantize_at`), persist. Every method goes through the same calls: the runner has no per-method branch. Because
-each request is seeded from (unlearn seed, t) and the method's state after each request is
-checkpointed, a resumed run ends with the same numbers as an uninterrupted one.
+run the robustness evaluations (`RunConfig.relearn_at`, `quantize_at`), persist. Every method goes
+through the same calls: the runner has no per-method branch. Because each request is seeded from
+(unlearn seed, t) and the method's state after each request is checkpointed, a resumed run ends
+with the same numbers as an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -554,7 +555,7 @@ class Runner:
             return {}
         models = {"method": self.method.model, "oracle": oracle, "original": self.pretrained_model()}
         sides: dict[str, dict] = {side: {} for side, model in models.items() if model is not None}
-        identity = digest(
+        inputs = digest(  # of what every side's numbers depend on besides the protocol's settings
             self.scoring_inputs(request), *(part for logits in oracle_logits for part in (logits.train, logits.test))
         )
         if config.quantize_at(t):
@@ -569,9 +570,7 @@ class Runner:
             for side in sides:
                 model = models[side]
                 compute = partial(quantized_scores, model, bits, accuracies)
-                sides[side] |= (
-                    compute() if side == "method" else reference_scores(digest(identity, side, bits), compute)
-                )
+                sides[side] |= compute() if side == "method" else reference_scores(digest(inputs, side, bits), compute)
         if config.relearn_at(t):
             seed = relearn_seed(config.seed, t)
             split = relearn_split(request.forgotten, request.retain, config.relearn_fraction, seed)
@@ -582,7 +581,7 @@ class Runner:
             curves = {"method": curve(models["method"], steps=config.relearn_steps, make_trainer=make_trainer)}
             if oracle is not None:
                 curves["oracle"] = reference_scores(
-                    digest(identity, "relearn", settings),
+                    digest(inputs, "relearn", settings),
                     lambda: {"curve": curve(oracle, steps=config.relearn_steps, make_trainer=make_trainer)},
                 )["curve"]
             original_accuracy = heldout_accuracy(models["original"], self.dataset, split.heldout)
@@ -689,11 +688,8 @@ class Runner:
         (every node), the scores against them and persistence (leader)."""
         config, t, leader = self.config, request.t, self.nodes.leader
         method_logits = self.logits(self.method) if leader else None
-        oracle_logits, oracle_model = [], None
-        for oracle in self.oracles(request) if config.oracle_at(t) else []:
-            if leader:
-                oracle_logits.append(self.logits(oracle))
-                oracle_model = oracle_model or oracle  # the row's oracle, the first
+        oracles = self.oracles(request) if config.oracle_at(t) else []
+        oracle_logits = [self.logits(oracle) for oracle in oracles] if leader else []
         oracle_scores = self.score_oracle(request, oracle_logits) if leader else None
         scores, versus = (
             self.score_request(request, method_logits, oracle_logits, oracle_scores) if leader else (None, None)
@@ -713,7 +709,7 @@ class Runner:
             method_scores[f"forward_gain{field.removeprefix('single_shot')}"] = forward_gain(method_scores, single_shot)
         original = self.original_scores(request, oracle_logits, oracle_scores)
         sides = {"method": method_scores, "oracle": oracle_scores, "original": original}
-        for side, robustness in self.robustness(request, oracle_model, oracle_logits[:1]).items():
+        for side, robustness in self.robustness(request, oracles[0] if oracles else None, oracle_logits[:1]).items():
             sides[side].update(robustness)
         single_shots = {"single_shot": None} | single_shots  # the record's positional field, None off schedule
         row = RequestRecord(
