@@ -29,9 +29,9 @@ def _resolve(target: str):
     raise SystemExit(f"cannot resolve {target}")
 
 
-def main() -> int:
-    target, count, when, separator, *argv = sys.argv[1:]
-    assert separator == "--" and when in ("before", "after")
+def crash_at(target: str, count: int, when: str) -> None:
+    """Patch TARGET so that this process SIGKILLs itself before or after its `count`-th call."""
+    assert when in ("before", "after")
     owner, name = _resolve(target)
     original = getattr(owner, name)
     calls = {"n": 0}
@@ -39,14 +39,20 @@ def main() -> int:
     @functools.wraps(original)
     def crashing(*args, **kwargs):
         calls["n"] += 1
-        if when == "before" and calls["n"] == int(count):
+        if when == "before" and calls["n"] == count:
             os.kill(os.getpid(), signal.SIGKILL)
         result = original(*args, **kwargs)
-        if when == "after" and calls["n"] == int(count):
+        if when == "after" and calls["n"] == count:
             os.kill(os.getpid(), signal.SIGKILL)
         return result
 
     setattr(owner, name, crashing)
+
+
+def main() -> int:
+    target, count, when, separator, *argv = sys.argv[1:]
+    assert separator == "--"
+    crash_at(target, int(count), when)
     from unlearnbench.cli import main as cli_main
 
     return cli_main(argv)
