@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import numpy as np
 import pytest
+from rich.console import Console
 
+from tests.conftest import run_tiny
+from unlearnbench.console import Reporter
 from unlearnbench.evaluation.scoring import stream_summary
 from unlearnbench.records import RequestRecord
 
@@ -169,3 +173,30 @@ def test_erosion_and_reversal_need_the_oracle_where_they_read_it():
     summary = stream_summary(scheduled)  # no oracle at t = 1: no erosion; reversal over the pairs with oracles only
     assert "knowledge_erosion" not in summary
     assert summary["forgetting_reversal_events"] == 0  # (3, 1): F_2 at 8 vs the oracle's 2, then 25 vs 30
+
+
+def test_erosion_and_reversal_reach_summary_json_and_the_console_from_the_rows(tmp_path, shared_store):
+    """A tiny run: summary.json's new keys equal the computation from its metrics.jsonl rows, and the console's
+    summary prints them."""
+    result = run_tiny(tmp_path, shared_store, "finetune", "random", logger="none", requests=3, single_shot_every=0)
+    rows = [json.loads(line) for line in (result.run_dir / "metrics.jsonl").read_text().splitlines()]
+    method, oracle = [row["method"] for row in rows], [row["oracle"] for row in rows]
+    retain_drift = method[-1]["retain_acc"] - method[0]["retain_acc"]
+    events = [
+        (t, s)
+        for t in range(3)
+        for s in range(t)
+        if method[s]["history"][s] - oracle[s]["history"][s] <= 10
+        and method[t]["history"][s] - max(method[s]["history"][s], oracle[t]["history"][s]) > 10
+    ]
+    written = json.loads((result.run_dir / "summary.json").read_text())
+    assert written["retain_drift"] == pytest.approx(retain_drift)
+    assert written["knowledge_erosion"] == pytest.approx(
+        oracle[-1]["retain_acc"] - oracle[0]["retain_acc"] - retain_drift
+    )
+    assert written["forgetting_reversal_events"] == len(events)
+    console = Console(record=True, width=100, force_terminal=False)
+    Reporter(console=console).summary(result.rows, result.summary, result.run_dir)
+    text = console.export_text()
+    assert f"knowledge erosion (the oracle's retain drift − the method's): {written['knowledge_erosion']:.2f}" in text
+    assert f"forgetting reversal: {len(events)} events" in text
