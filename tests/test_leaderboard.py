@@ -153,10 +153,23 @@ def expected_values(path: Path, side: str = "method") -> dict:
         values["forward_failure"] = values["forward_failure_mean"] = 0.0
     values["backward_failure_max"] = max(drops)
     values["rememorization_events"] = sum(drop > 10.0 for drop in drops)  # scoring's default threshold
+    if side == "oracle":  # against itself: nothing beyond its own drift, nothing above its own accuracy
+        values["knowledge_erosion"], values["forgetting_reversal_events"] = 0.0, 0
     if side == "method":
         oracle_history = np.array([row["oracle"]["history"] for row in rows])
         versus = [history[t, s] - oracle_history[t, s] for t in range(len(rows)) for s in range(t)]
         values["backward_failure_vs_oracle_max"] = max(versus)
+        oracle_retain = [row["oracle"]["retain_acc"] for row in rows]
+        values["knowledge_erosion"] = (oracle_retain[-1] - oracle_retain[0]) - (
+            scores[-1]["retain_acc"] - scores[0]["retain_acc"]
+        )
+        values["forgetting_reversal_events"] = sum(
+            history[s, s] - oracle_history[s, s] <= 10.0
+            and history[t, s] - history[s, s] > 10.0
+            and history[t, s] - oracle_history[t, s] > 10.0
+            for t in range(len(rows))
+            for s in range(t)
+        )
         values["gap"] = scores[-1]["gap"]
         values["mean_gap"] = float(np.mean([s["gap"] for s in scores]))
         values["gap_acc"] = scores[-1]["gap_acc"]
@@ -208,7 +221,14 @@ def test_numbers_equal_a_direct_computation(runs, tmp_path):
                 assert cell.std is None
     # The oracle: one value per seed (seeds 0, 1, 2 among the complete runs).
     oracle_values = [expected_values(made["ga"][seed], "oracle") for seed in (0, 1, 2)]
-    for key in ("forget_acc", "retain_acc", "forget_drift", "single_shot_forget_acc", "forward_failure"):
+    for key in (
+        "forget_acc",
+        "retain_acc",
+        "forget_drift",
+        "single_shot_forget_acc",
+        "forward_failure",
+        "knowledge_erosion",
+    ):
         assert group.oracle.cells[key].mean == pytest.approx(np.mean([v[key] for v in oracle_values]))
     assert group.oracle.n == 3
 
@@ -340,6 +360,8 @@ UNRANKED = {
     "forget_drift",
     "backward_failure_max",
     "rememorization_events",
+    "knowledge_erosion",
+    "forgetting_reversal_events",
     "rte_s",  # wall seconds: a loaded machine stretches them; time is ranked by rte_cpu_s
 }
 

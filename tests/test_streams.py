@@ -9,23 +9,35 @@ import pytest
 
 from unlearnbench.registry import STREAMS
 from unlearnbench.streams import RequestStream, StreamError
+from unlearnbench.streams.base import reads_memorization
 from unlearnbench.streams.batches import BatchMode
 
-SIZES = {"classwise": 2, "random": 0.05}
+SIZES = {"classwise": 2, "random": 0.05, "memorized_most": 0.05, "memorized_least": 0.05, "memorized_mixed": 0.05}
+
+
+def make_stream(dataset, kind: str, requests: int, size: float, seed: int) -> RequestStream:
+    """A stream of any registered kind; a kind that reads the memorization estimate gets a fixed one (its manifest
+    is a pure function of it: tests/test_memorized.py checks the estimate the runner stores)."""
+    memorization = np.random.default_rng(0).random(len(dataset.train)) if reads_memorization(kind) else None
+    return RequestStream(dataset, kind, requests, size, seed=seed, memorization=memorization)
+
+
+def test_every_kind_has_a_size_here():
+    assert set(SIZES) == set(STREAMS.names())
 
 
 @pytest.mark.parametrize("kind", STREAMS.names())
 def test_manifest_is_a_pure_function_of_its_arguments(digits, kind):
-    first = RequestStream(digits, kind, 3, SIZES[kind], seed=7).manifest()
-    again = RequestStream(digits, kind, 3, SIZES[kind], seed=7).manifest()
-    other_seed = RequestStream(digits, kind, 3, SIZES[kind], seed=8).manifest()
+    first = make_stream(digits, kind, 3, SIZES[kind], seed=7).manifest()
+    again = make_stream(digits, kind, 3, SIZES[kind], seed=7).manifest()
+    other_seed = make_stream(digits, kind, 3, SIZES[kind], seed=8).manifest()
     assert json.dumps(first) == json.dumps(again)
     assert first["requests"] != other_seed["requests"]
 
 
 @pytest.mark.parametrize("kind", STREAMS.names())
 def test_forget_sets_are_disjoint_and_retain_is_the_rest(digits, kind):
-    stream = RequestStream(digits, kind, 4, SIZES[kind], seed=3)
+    stream = make_stream(digits, kind, 4, SIZES[kind], seed=3)
     seen: set[int] = set()
     all_train = set(range(len(digits.train)))
     for request in stream.requests:
@@ -40,7 +52,7 @@ def test_forget_sets_are_disjoint_and_retain_is_the_rest(digits, kind):
 def test_a_kind_declares_what_its_requests_are(digits, kind):
     """`class_based` says whether requests name their classes; the kind, not its name, decides that."""
     stream_kind = STREAMS.get(kind)()
-    stream = RequestStream(digits, kind, 3, SIZES[kind], seed=1)
+    stream = make_stream(digits, kind, 3, SIZES[kind], seed=1)
     assert all((request.forget_classes is not None) == stream_kind.class_based for request in stream.requests)
     assert all((len(request.test_forget) > 0) == stream_kind.class_based for request in stream.requests)
     description = stream_kind.describe_size(SIZES[kind])

@@ -302,6 +302,17 @@ class Reporter:
                 f"backward failure vs the oracle max / mean: {_fmt(summary['backward_failure_vs_oracle_max'])} / "
                 f"{_fmt(summary['backward_failure_vs_oracle_mean'])}"
             )
+        if "retain_drift" in summary:
+            lines.append(f"retain drift (retain_acc T − 1): {_fmt(summary['retain_drift'])}")
+        if "knowledge_erosion" in summary:
+            lines.append(
+                f"knowledge erosion (the oracle's retain drift − the method's): {_fmt(summary['knowledge_erosion'])}"
+            )
+        if "forgetting_reversal_events" in summary:
+            lines.append(
+                f"forgetting reversal: {summary['forgetting_reversal_events']} events, "
+                f"{summary['forgetting_reversal_sets']} sets forgotten at their request and recognized again"
+            )
         lines += _robustness_lines(summary)
         where = f"the {summary.get('oracle_requests')} requests with an oracle"
         if "mean_gap_acc" in summary:

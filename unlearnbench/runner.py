@@ -43,6 +43,7 @@ from unlearnbench.evaluation.keys import (
     user_metric_code,
     user_metrics,
 )
+from unlearnbench.evaluation.mia import true_label_confidence
 from unlearnbench.evaluation.oracle_mia import ATTACK_KEYS, request_attack, request_phi
 from unlearnbench.evaluation.privacy import RMIA_KEYS, TOW_KEYS, request_privacy
 from unlearnbench.evaluation.quantization import QUANTIZED_METRICS, quantized_scores
@@ -63,7 +64,8 @@ from unlearnbench.rundir import RunDirectory
 from unlearnbench.seeds import attack_seed, derived_seed, relearn_seed
 from unlearnbench.step_loss import StepLossLogger
 from unlearnbench.store import ModelSpec, ModelStore, Shapes, model_shapes, sha256_bytes
-from unlearnbench.streams.base import Request, RequestStream, StreamError
+from unlearnbench.streams.base import Request, RequestStream, StreamError, check_stream, reads_memorization
+from unlearnbench.streams.memorized import PROXY, held_out_halves, memorization_estimate
 from unlearnbench.training import (
     Recipe,
     build_model,
@@ -147,16 +149,10 @@ class Runner:
         if config.split == "validation":  # tuning: the test split is not even in memory for this run
             self.dataset = validation_view(self.dataset)
         try:
-            self.stream = RequestStream(
-                self.dataset,
-                config.stream,
-                config.requests,
-                config.size,
-                config.resolved_seed("stream_seed"),
-                batch_seed=config.resolved_seed("unlearn_seed"),
-            )
+            check_stream(self.dataset, config.stream, config.requests, self.identity.size)
         except StreamError as error:
             raise ConfigError(str(error)) from error
+        self._stream: RequestStream | None = None  # built on first use (`stream`)
         try:  # plasticity guards: callbacks of every unlearning fit, their state saved with the method's
             self.guards = build_guards(config.guards, config.guard_args)
         except (TypeError, ValueError) as error:
@@ -175,6 +171,24 @@ class Runner:
         self.current_request = 1
         #: what changed in the method's code since the run directory's first session (`_open_run_directory`)
         self.method_code_change: str | None = None
+
+    @property
+    def stream(self) -> RequestStream:
+        """The run's requests, built on first use: a memorization-stratified kind (`streams.memorized`) draws them
+        from the train set's memorization estimate, which needs models trained (`memorization`), so it is built
+        once the run starts, never while the run is only being checked; every other kind reads nothing stored."""
+        if self._stream is None:
+            config = self.config
+            self._stream = RequestStream(
+                self.dataset,
+                config.stream,
+                config.requests,
+                config.size,
+                config.resolved_seed("stream_seed"),
+                batch_seed=config.resolved_seed("unlearn_seed"),
+                memorization=self.memorization() if reads_memorization(config.stream) else None,
+            )
+        return self._stream
 
     @classmethod
     def from_config(
@@ -296,6 +310,27 @@ class Runner:
         model = build_model(self.config.arch, self.dataset, check_arch_args(self.config.arch, self.config.arch_args))
         model.load_state_dict(self._pretrained)
         return model.eval()
+
+    def memorization(self) -> np.ndarray:
+        """The train set's memorization estimate (`streams.memorized`), once per pretrained model: read from the store
+        beside it, else computed from the half-models (trained into the store, with the pretraining recipe and train
+        seed, each leaving out the half `held_out_halves` names) and stored there. The leader decides whether it is
+        computed, so every node makes the half-models' fits together."""
+        train_seed = self.config.resolved_seed("train_seed")
+        pretrained = self.model_spec(np.array([], dtype=np.int64), train_seed)
+        num_train = len(self.train_labels)
+        stored = self.store.load_memorization(pretrained, PROXY, num_train) if self.nodes.leader else None
+        if self.nodes.decide("memorization", "stored" if stored is not None else "compute") == "stored":
+            return stored
+        held_out = held_out_halves(num_train, train_seed)
+        probabilities = []
+        for k, left_out in enumerate(held_out, start=1):
+            model = self.trained_model(left_out, f"memorization estimate: half-model {k}/{len(held_out)}", train_seed)
+            probabilities.append(true_label_confidence(self.logits(model).train, self.train_labels))
+        estimate = memorization_estimate(np.stack(probabilities), held_out)
+        if self.nodes.leader:
+            self.store.save_memorization(pretrained, PROXY, estimate)
+        return estimate
 
     def oracle(self, request: Request, k: int, batched: bool = False) -> nn.Module:
         """Oracle k of the request (`--oracle-seeds`: train seed train_seed + k), trained once into the store."""
@@ -618,6 +653,7 @@ class Runner:
         diverged, whether a fit is cached) the leader decides for every node (`NodeGroup.decide`).
         """
         config, run_dir, leader = self.config, self.run_dir, self.nodes.leader
+        stream = self.stream  # on every node, before the leader writes its manifest: a stratified kind's fits first
         rows = self._open_run_directory() if leader else []
         complete = leader and (len(rows) == config.requests or _diverged(rows))
         resumed = unpack_state(run_dir.load_state(len(rows)), self.guards) if rows and not complete else None
@@ -636,7 +672,7 @@ class Runner:
         for t in range(start, config.requests + 1):
             self.current_request = t
             raise_if_interrupted()
-            request = self.stream.select(t)
+            request = stream.select(t)
             timings = self.serve(request)
             diverged = timings.pop("diverged")
             if self.nodes.decide(f"request-{t}", "diverged" if diverged else "ok") == "diverged":

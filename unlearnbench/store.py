@@ -14,7 +14,9 @@ per-entry file lock makes parallel processes train each model once.
 
 The store also caches the scores of single-shot counterfactuals (`single_shot/<key>.json`, see
 `Runner.single_shot`): they depend only on the method, its hyperparameters, the pretrained model,
-the request and its seed, so a rerun or a longer stream of the same setting reads them back.
+the request and its seed, so a rerun or a longer stream of the same setting reads them back. Beside each
+pretrained model it keeps the train set's memorization estimate (`memorization/<its key>.json`, see
+`streams.memorized`), computed once per pretrained model for the memorization-stratified streams.
 """
 
 from __future__ import annotations
@@ -144,6 +146,29 @@ class ModelStore:
 
     def save_scores(self, key: str, scores: dict) -> None:
         write_json_atomic(self._scores_path(key), {"key": key, "scores": scores})
+
+    def _memorization_path(self, pretrained: ModelSpec) -> Path:
+        return self.root / "memorization" / f"{pretrained.key()}.json"
+
+    def load_memorization(self, pretrained: ModelSpec, proxy: str, num_train: int) -> np.ndarray | None:
+        """The memorization estimate `proxy` stored beside the `pretrained` model, one number per train sample; None
+        when absent, damaged, or written for another model, estimate or train set (the caller computes it again)."""
+        try:
+            data = json.loads(self._memorization_path(pretrained).read_bytes().decode("utf-8"))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(data, dict) or data.get("key") != pretrained.key() or data.get("proxy") != proxy:
+            return None
+        scores = data.get("scores")
+        if not (isinstance(scores, list) and len(scores) == num_train and all(isinstance(v, float) for v in scores)):
+            return None
+        return np.asarray(scores, dtype=np.float64)
+
+    def save_memorization(self, pretrained: ModelSpec, proxy: str, scores: np.ndarray) -> None:
+        write_json_atomic(
+            self._memorization_path(pretrained),
+            {"key": pretrained.key(), "proxy": proxy, "scores": np.asarray(scores, dtype=np.float64).tolist()},
+        )
 
     def get_or_train(
         self, spec: ModelSpec, train: Callable[[], dict[str, torch.Tensor]], shapes: Shapes | None = None

@@ -111,6 +111,13 @@ def stream_summary(rows: list[RequestRecord], rememorization_threshold: float = 
     `rememorized_sets` (distinct s with at least one event), and `forget_acc_auc`, the area under
     forget_acc(t) for t = 1..T normalized by T (= its mean over the stream, in %; `_oracle` beside it
     when every request has an oracle).
+
+    Knowledge erosion and forgetting reversal are the continual-unlearning failures SAFER names (Park, Shin and
+    Woo, "Robust Continual Unlearning against Knowledge Erosion and Forgetting Reversal", arXiv:2604.19108, 2026):
+    "the accuracy on retain data progressively degrades over unlearning phases" and "previously forgotten samples
+    become recognizable again in later phases". Their abstract gives no formula (their tables report accuracies per
+    phase), so ours are defined here, against the oracle, which moves too (its retain set shrinks; on a random stream
+    it generalizes to F_s). `_erosion_summary` says how.
     """
     method = [row.method for row in rows]
     summary = {"final": _without_history(method[-1])}
@@ -120,7 +127,8 @@ def stream_summary(rows: list[RequestRecord], rememorization_threshold: float = 
     summary["forget_acc_auc"] = float(np.mean([scores["forget_acc"] for scores in method]))
     summary |= _oracle_summary(rows, summary["forget_drift"])
     summary |= _original_summary(rows)
-    return summary | _backward_summary(rows, rememorization_threshold)
+    summary |= _backward_summary(rows, rememorization_threshold)
+    return summary | _erosion_summary(rows, rememorization_threshold)  # last: the keys before keep their order
 
 
 def _forward_summary(rows: list[RequestRecord], field: str) -> dict:
@@ -174,6 +182,44 @@ def _oracle_summary(rows: list[RequestRecord], forget_drift: float) -> dict:
     return summary
 
 
+def _erosion_summary(rows: list[RequestRecord], threshold: float) -> dict:
+    """`stream_summary`'s knowledge erosion and forgetting reversal (SAFER's names, our definitions).
+
+    - `retain_drift`: retain_acc at T minus at 1 (negative: retain accuracy lost over the stream);
+      `knowledge_erosion` (oracles at 1 and T): the oracle's retain drift minus the method's, the retain accuracy
+      points the method lost over the stream beyond what retraining from scratch loses as the retain set shrinks
+      (0 for the oracle by construction; negative: it lost less).
+    - `forgetting_reversal_events` (where the rows with oracles hold their history): the pairs (t, s), s < t, both
+      with an oracle, where F_s was forgotten at its request (history[s][s] at most `threshold` points above the
+      oracle's accuracy on F_s then) and is recognized again at t: history[t][s] exceeds both history[s][s] and the
+      oracle's history[t][s] by more than `threshold`; `forgetting_reversal_sets`, the distinct s among them. How
+      they differ from `rememorization_events`, the raw form (history[t][s] − history[s][s] > threshold, every pair):
+      a set never forgotten cannot be reversed, and a return to a never-trained model's own accuracy on F_s (a
+      random stream's oracle generalizes to it) is not a reversal.
+    """
+    method, oracle = [row.method for row in rows], [row.oracle for row in rows]
+    summary: dict = {}
+    if _both_have(method[0], method[-1], "retain_acc"):
+        summary["retain_drift"] = method[-1]["retain_acc"] - method[0]["retain_acc"]
+        if oracle[0] and oracle[-1] and _both_have(oracle[0], oracle[-1], "retain_acc"):
+            oracle_drift = oracle[-1]["retain_acc"] - oracle[0]["retain_acc"]
+            summary["knowledge_erosion"] = oracle_drift - summary["retain_drift"]
+    with_oracle = [t for t in range(len(rows)) if oracle[t]]
+    if with_oracle and all(oracle[t].get("history") is not None for t in with_oracle):
+        reversed_pairs = [
+            (t, s)
+            for t in with_oracle
+            for s in with_oracle
+            if s < t
+            and method[s]["history"][s] - oracle[s]["history"][s] <= threshold
+            and method[t]["history"][s] - method[s]["history"][s] > threshold
+            and method[t]["history"][s] - oracle[t]["history"][s] > threshold
+        ]
+        summary["forgetting_reversal_events"] = len(reversed_pairs)
+        summary["forgetting_reversal_sets"] = len({s for _, s in reversed_pairs})
+    return summary
+
+
 def _backward_summary(rows: list[RequestRecord], rememorization_threshold: float) -> dict:
     """`stream_summary`'s backward failure (raw and against the oracle) and re-memorization events."""
     method, oracle = [row.method for row in rows], [row.oracle for row in rows]
@@ -192,6 +238,10 @@ def _backward_summary(rows: list[RequestRecord], rememorization_threshold: float
     summary["rememorization_events"] = len(events)
     summary["rememorized_sets"] = len({s for _, s in events})
     return summary
+
+
+def _both_have(first: dict, last: dict, key: str) -> bool:
+    return first.get(key) is not None and last.get(key) is not None
 
 
 def _without_history(scores: dict) -> dict:

@@ -47,6 +47,9 @@ What a cell shows, per method, over the seeds whose run finished:
   F_s at t (`bwd_fail_vs_oracle`); the oracle row shows its own values;
 - remem: re-memorization events, the pairs s < t where history[t][s] − history[s][s] exceeds 10
   points (`summary.json`'s `rememorization_events`);
+- erosion, reversal: SAFER's knowledge erosion (the oracle's retain_acc drift from 1 to T minus the method's) and
+  forgetting reversal (pairs s < t where F_s, forgotten at its request, is back more than 10 points above both its
+  own accuracy then and the oracle's at t), as `stream_summary` defines them; the oracle's are 0 by construction;
 - rte_s, rte_cpu_s: wall and CPU seconds of unlearning summed over the T requests; time is ranked by the CPU
   seconds, which a loaded machine does not stretch as it does the wall seconds (runs made before they were
   recorded show "—");
@@ -64,8 +67,8 @@ heatmap (`report/plots.py`).
 The best method per column is marked (bold in Markdown, highlighted in HTML, listed in CSV): the
 one closest to the oracle's mean where the oracle is the target (arrow `→oracle`), else the lowest
 or highest by the column's direction, among at least two methods with a value there (a table's only
-method is not "best" at anything, whatever its numbers). single_acc, fwd_fail, fwd_fail_mean, drift, bwd_fail and
-remem are not marked: a method that forgets nothing (finetune) has none of either failure, so no
+method is not "best" at anything, whatever its numbers). single_acc, fwd_fail, fwd_fail_mean, drift, bwd_fail,
+remem, erosion and reversal are not marked: a method that forgets nothing (finetune) has none of either failure, so no
 value there is better by itself. A run that is not finished (no `summary.json`), that
 diverged (`"status": "diverged"`) or that failed in a suite (`error.json`) is never dropped: its row
 says so in the status column and its numbers are left out of the means. Neither is a damaged run,
@@ -192,6 +195,23 @@ STREAM_COLUMNS: tuple[Column, ...] = (
         False,
         True,
         "re-memorization: pairs (t, s) where history[t][s] − history[s][s] exceeds 10 points (shown when computed)",
+        ranked=False,
+    ),
+    Column(
+        "knowledge_erosion",
+        "erosion",
+        False,
+        True,
+        "knowledge erosion (SAFER's name): the oracle's retain_acc drift from 1 to T minus the method's",
+        ranked=False,
+    ),
+    Column(
+        "forgetting_reversal_events",
+        "reversal",
+        False,
+        True,
+        "forgetting reversal (SAFER's name): pairs (t, s) where F_s, forgotten at its request, is back more than 10 "
+        "points above its own and the oracle's accuracy at t",
         ranked=False,
     ),
     Column(
@@ -324,6 +344,8 @@ class RunRecord:
         values["mia_validity_ns"] = _not_significant(last)
         values["mia_advantage_ns"] = _inside_null(last)
         values["rememorization_events"] = summary.get("rememorization_events")
+        values["knowledge_erosion"] = summary.get("knowledge_erosion")
+        values["forgetting_reversal_events"] = summary.get("forgetting_reversal_events")
         for key in ("rte_s", "rte_cpu_s"):  # runs made before CPU time was recorded have none: "—"
             times = [row.method.get(key) for row in rows]
             values[key] = float(sum(times)) if all(v is not None for v in times) else None
@@ -344,6 +366,9 @@ class RunRecord:
         values["backward_failure_max"] = summary.get("backward_failure_max")
         values["rememorization_events"] = summary.get("rememorization_events")
         values["backward_failure_vs_oracle_max"] = 0.0 if every and len(rows) > 1 else None
+        # the oracle against itself: no erosion beyond its own, and nothing above its own accuracy to come back to
+        values["knowledge_erosion"] = 0.0 if every else None
+        values["forgetting_reversal_events"] = 0 if every and all("history" in row.oracle for row in rows) else None
         # Retraining from scratch is its own single-shot counterfactual: the same model, so the gain is 0.
         values["single_shot_forget_acc"] = last.get("forget_acc")
         values["forward_failure"] = values["forward_failure_mean"] = 0.0

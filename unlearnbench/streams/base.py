@@ -2,13 +2,16 @@
 
 The manifest (every index list of every request) is a pure function of (dataset, kind,
 num_requests, size, seed) through one explicit `numpy.random.Generator`, so every method on the
-same stream faces exactly the same requests. As in Avalanche, a method only sees an
+same stream faces exactly the same requests; a memorization-stratified kind (`streams.memorized`) also
+reads the train set's memorization estimate, stored data the runner hands it, and its manifest names it
+by digest. As in Avalanche, a method only sees an
 `UnlearningRequest` and a `StreamView`: the current and past forget sets and the retain set, never
 the test set, future requests or the oracle.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
@@ -23,7 +26,15 @@ from unlearnbench.seeds import batch_order_seed
 from unlearnbench.streams.batches import BatchMode, RequestBatches
 from unlearnbench.streams.kinds import StreamError
 
-__all__ = ["Request", "RequestStream", "StreamError", "StreamView", "UnlearningRequest"]
+__all__ = [
+    "Request",
+    "RequestStream",
+    "StreamError",
+    "StreamView",
+    "UnlearningRequest",
+    "check_stream",
+    "reads_memorization",
+]
 
 
 @dataclass(frozen=True, eq=False)
@@ -48,15 +59,39 @@ class Request(UnlearningRequest):
         return UnlearningRequest(**{f.name: getattr(self, f.name) for f in fields(UnlearningRequest)})
 
 
-def build_requests(dataset: ImageDataset, kind: str, num_requests: int, size: float, seed: int) -> list[Request]:
-    """The stream's requests: a pure function of its arguments (validated first)."""
-    stream_kind = STREAMS.get(kind)()
+def reads_memorization(kind: str) -> bool:
+    """Whether the stream kind draws its requests from the train set's memorization estimate (`streams.memorized`),
+    which the runner then computes or reads from the model store before building the stream."""
+    return getattr(STREAMS.get(kind), "reads_memorization", False)
+
+
+def check_stream(dataset: ImageDataset, kind: str, num_requests: int, size: float) -> None:
+    """Refuses a stream that cannot exist on `dataset` (a `StreamError`), before anything is built."""
     if num_requests < 1:
         raise StreamError(f"requests must be >= 1, got {num_requests}")
-    stream_kind.validate(len(dataset.train), dataset.num_classes, num_requests, size)
+    STREAMS.get(kind)().validate(len(dataset.train), dataset.num_classes, num_requests, size)
+
+
+def build_requests(
+    dataset: ImageDataset,
+    kind: str,
+    num_requests: int,
+    size: float,
+    seed: int,
+    memorization: np.ndarray | None = None,
+) -> list[Request]:
+    """The stream's requests: a pure function of its arguments (validated first); `memorization`, the train set's
+    memorization estimate, for a kind that `reads_memorization` (and only for one)."""
+    check_stream(dataset, kind, num_requests, size)
+    stream_kind = STREAMS.get(kind)()
+    if reads_memorization(kind) != (memorization is not None):
+        raise StreamError(f"stream kind {kind!r} {'needs' if reads_memorization(kind) else 'takes no'} memorization")
     train_labels = dataset.train.labels.cpu().numpy()
     test_labels = dataset.test.labels.cpu().numpy()
-    forget_sets = stream_kind.build(train_labels, dataset.num_classes, num_requests, size, np.random.default_rng(seed))
+    inputs = {} if memorization is None else {"memorization": memorization}
+    forget_sets = stream_kind.build(
+        train_labels, dataset.num_classes, num_requests, size, np.random.default_rng(seed), **inputs
+    )
     requests, forgotten, classes_so_far = [], np.array([], dtype=np.int64), ()
     all_train = np.arange(len(train_labels))
     for t, forget_set in enumerate(forget_sets, start=1):
@@ -134,8 +169,10 @@ class RequestStream(L.LightningDataModule):
         size: float | None = None,
         seed: int = 0,
         batch_seed: int | None = None,
+        memorization: np.ndarray | None = None,
     ):
-        """`seed` draws the manifest; `batch_seed` (default `seed`), the unlearning's batch order."""
+        """`seed` draws the manifest; `batch_seed` (default `seed`), the unlearning's batch order; `memorization`, the
+        train set's memorization estimate, for a kind that reads it (`reads_memorization`)."""
         super().__init__()
         self.dataset = dataset
         self.kind = kind
@@ -143,7 +180,13 @@ class RequestStream(L.LightningDataModule):
         self.size = STREAMS.get(kind).default_size if size is None else size
         self.seed = seed
         self.batch_seed = seed if batch_seed is None else batch_seed
-        self.requests = build_requests(dataset, kind, num_requests, self.size, seed)
+        self.requests = build_requests(dataset, kind, num_requests, self.size, seed, memorization)
+        #: which estimate the requests were drawn from (None: the kind reads none), recorded in the manifest
+        self.memorization_digest = (
+            None
+            if memorization is None
+            else hashlib.sha256(np.asarray(memorization, dtype=np.float64).tobytes()).hexdigest()
+        )
         self.current: Request = self.requests[0]
         #: the requests served before `current` (what `StreamView.past_forget_sets` shows)
         self.past: list[Request] = []
@@ -218,6 +261,8 @@ class RequestStream(L.LightningDataModule):
             "seed": self.seed,
             "num_train": len(self.dataset.train),
             "num_test": len(self.dataset.test),
+            # only a kind that reads it: every other manifest is byte for byte what it was
+            **({} if self.memorization_digest is None else {"memorization": self.memorization_digest}),
             "requests": [
                 {
                     "t": request.t,
