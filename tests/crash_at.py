@@ -14,6 +14,7 @@ import importlib
 import os
 import signal
 import sys
+import traceback
 
 
 def _resolve(target: str):
@@ -47,6 +48,26 @@ def crash_at(target: str, count: int, when: str) -> None:
         return result
 
     setattr(owner, name, crashing)
+
+
+def cli_killed_at(target: str, count: int, when: str, argv: list[str]) -> int:
+    """The CLI run on `argv` in a forked child that SIGKILLs itself at `target`'s `count`-th call (`crash_at`);
+    its exit: −9 where the kill came, else its return code. Forked, not started: the child pays no import (most of a
+    fresh process's time here), and a SIGKILL gives it no more chance to clean up than it gives a fresh process."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            crash_at(target, count, when)
+            from unlearnbench.cli import main
+
+            code = main(argv)
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
 
 
 def main() -> int:

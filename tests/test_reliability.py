@@ -20,6 +20,7 @@ import torch
 import yaml
 
 from tests.conftest import FAST_RECIPE, tiny_config
+from tests.crash_at import cli_killed_at
 from unlearnbench import rundir as rundir_module
 from unlearnbench import runner as runner_module
 from unlearnbench.cli import main
@@ -99,11 +100,7 @@ def test_killed_anywhere_the_same_command_resumes_to_the_same_result(
     if not fresh_store:  # its models, not its cached single-shot scores: the killed run serves those again
         shutil.copytree(reference_store, store, ignore=shutil.ignore_patterns("single_shot"))
     argv = _argv(tmp_path / "out", store)
-    killed = subprocess.run(
-        [sys.executable, str(ROOT / "tests" / "crash_at.py"), target, str(count), when, "--", *argv],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    assert cli_killed_at(target, count, when, argv) == -signal.SIGKILL
     assert main(argv) == 0
     rows, summary = _results(_only_run_dir(tmp_path / "out"))
     assert rows == expected_rows

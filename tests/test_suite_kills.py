@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import traceback
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +16,7 @@ import pytest
 import yaml
 from filelock import FileLock
 
-from tests.crash_at import crash_at
+from tests.crash_at import cli_killed_at
 from tests.test_reliability import _results
 from tests.test_suite import tiny_suite
 from unlearnbench import io
@@ -35,24 +34,6 @@ KILL_TARGETS = [
     ("unlearnbench.rundir._append_line", "after", 1),
 ]
 KILLS = 10
-
-
-def _cli_killed_at(target: str, count: int, when: str, argv: list[str]) -> int:
-    """The CLI run on `argv` in a forked child that SIGKILLs itself at `target`'s `count`-th call (tests/crash_at.py);
-    its exit: −9 where the kill came, else its return code. Forked, not started: the child pays no import (most of a
-    fresh process's time here), and a SIGKILL gives it no more chance to clean up than it gives a fresh process."""
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            crash_at(target, count, when)
-            code = main(argv)
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
 
 
 def _suite_file(root: Path) -> Path:
@@ -80,7 +61,7 @@ def test_a_suite_killed_at_ten_random_points_ends_as_an_uninterrupted_one(tmp_pa
         else:
             target, when, most = KILL_TARGETS[rng.integers(len(KILL_TARGETS))]
             count = int(rng.integers(1, most + 1))
-        code = _cli_killed_at(target, count, when, ["suite", str(suite_file), "--quiet", "true"])
+        code = cli_killed_at(target, count, when, ["suite", str(suite_file), "--quiet", "true"])
         kills.append((target.rsplit(".", 1)[-1], count, when, code))
         assert code == -signal.SIGKILL, kills  # the point lies inside the work
     assert main(["suite", str(suite_file), "--quiet", "true"]) == 0
