@@ -20,7 +20,7 @@ import torch
 import yaml
 
 from tests.conftest import FAST_RECIPE, tiny_config
-from tests.crash_at import cli_killed_at
+from tests.crash_at import cli_killed_at, exit_code, fork_cli, pause_at
 from unlearnbench import rundir as rundir_module
 from unlearnbench import runner as runner_module
 from unlearnbench.cli import main
@@ -451,22 +451,20 @@ def test_a_run_directory_held_by_a_process_is_refused_naming_it(tmp_path):
 
 @pytest.mark.slow
 def test_two_identical_commands_give_one_run_and_one_clean_refusal(tmp_path):
-    # 40 pretraining epochs keep the first command inside its run for longer than the second takes to start
-    argv = [*UB, "--recipe", '{"epochs": 40}', "--out", str(tmp_path / "out"), "--store", str(tmp_path / "store")]
-    argv += ["--quiet", "true"]
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    first = subprocess.Popen(
-        [sys.executable, "-m", "unlearnbench.cli", *argv], env=env, stderr=subprocess.PIPE, text=True
-    )
-    while not list((tmp_path / "out").glob("*/.lock")):  # the first holds the run directory
-        assert first.poll() is None, first.stderr.read()
-        time.sleep(0.2)
-    second = subprocess.run(
-        [sys.executable, "-m", "unlearnbench.cli", *argv], env=env, capture_output=True, text=True, timeout=600
-    )
-    assert first.wait(timeout=600) == 0
-    assert second.returncode == 2
-    assert second.stderr.count("\n") == 1 and f"in use by pid {first.pid};" in second.stderr, second.stderr
+    argv = [*UB, "--out", str(tmp_path / "out"), "--store", str(tmp_path / "store"), "--quiet", "true"]
+    release = tmp_path / "release"  # the first command holds its run directory, paused in pretraining, until then
+    first = fork_cli(argv, lambda: pause_at("unlearnbench.training.SupervisedClassifier.training_step", 1, release))
+    try:
+        while not list((tmp_path / "out").glob("*/.lock")):
+            time.sleep(0.05)
+        second = exit_code(fork_cli(argv, stderr=tmp_path / "second.err"))
+    finally:
+        release.touch()
+        first_code = exit_code(first)
+    assert second == 2, (tmp_path / "second.err").read_text()
+    assert first_code == 0
+    refusal = (tmp_path / "second.err").read_text()
+    assert refusal.count("\n") == 1 and f"in use by pid {first};" in refusal, refusal
     rows = (_only_run_dir(tmp_path / "out") / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(row)["t"] for row in rows] == [1, 2]
 
