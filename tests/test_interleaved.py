@@ -152,7 +152,7 @@ def test_a_run_killed_between_a_learning_step_and_its_request_resumes_to_the_sam
     assert main(argv) == 0
     assert learned == [2, 3][-relearned:]
     assert _results(run_dir) == (expected_rows, expected_summary)
-    assert "ability to forget over age (2 learning steps)" in capsys.readouterr().out
+    assert "over age (2 learning steps), slope per step: forget gap " in capsys.readouterr().out
     assert sorted(path.name for path in (run_dir / "state").iterdir()) == ["t003.pt"]
 
 

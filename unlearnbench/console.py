@@ -318,9 +318,7 @@ class Reporter:
                 f"{name} {_fmt(summary.get(f'age_slope_{key}'))}"
                 for key, name in (("forget_gap", "forget gap"), ("gap", "gap"), ("forget_acc", "forget_acc"))
             )
-            lines.append(
-                f"ability to forget over age ({summary['final_age']} learning steps), slope per step: {slopes}"
-            )
+            lines.append(f"over age ({summary['final_age']} learning steps), slope per step: {slopes}")
         lines += _robustness_lines(summary)
         where = f"the {summary.get('oracle_requests')} requests with an oracle"
         if "mean_gap_acc" in summary:
