@@ -132,7 +132,7 @@ def test_an_existing_kind_keeps_its_name_and_manifest(tmp_path, shared_store, di
 def test_an_unknown_stratum_is_refused_in_one_line_before_torch_is_imported(tmp_path):
     argv = ["run", "--method", "finetune", "--stream", "memorized_medium", "--out", str(tmp_path / "out")]
     _assert_refused_before_torch(
-        argv, "unknown stream 'memorized_medium'; choose one of: classwise, memorized_least", tmp_path
+        argv, "unknown stream 'memorized_medium'; choose one of: classwise, interleaved, memorized_least", tmp_path
     )
 
 

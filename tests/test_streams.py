@@ -12,7 +12,14 @@ from unlearnbench.streams import RequestStream, StreamError
 from unlearnbench.streams.base import reads_memorization
 from unlearnbench.streams.batches import BatchMode
 
-SIZES = {"classwise": 2, "random": 0.05, "memorized_most": 0.05, "memorized_least": 0.05, "memorized_mixed": 0.05}
+SIZES = {
+    "classwise": 2,
+    "random": 0.05,
+    "memorized_most": 0.05,
+    "memorized_least": 0.05,
+    "memorized_mixed": 0.05,
+    "interleaved": 0.05,
+}
 
 
 def make_stream(dataset, kind: str, requests: int, size: float, seed: int) -> RequestStream:
@@ -37,6 +44,8 @@ def test_manifest_is_a_pure_function_of_its_arguments(digits, kind):
 
 @pytest.mark.parametrize("kind", STREAMS.names())
 def test_forget_sets_are_disjoint_and_retain_is_the_rest(digits, kind):
+    """Retain = every train sample released by request t (all of them, but on a kind whose data arrive over the
+    stream) minus F_1..F_t; the oracle leaves out exactly the rest; a forget set was released before its request."""
     stream = make_stream(digits, kind, 4, SIZES[kind], seed=3)
     seen: set[int] = set()
     all_train = set(range(len(digits.train)))
@@ -44,8 +53,10 @@ def test_forget_sets_are_disjoint_and_retain_is_the_rest(digits, kind):
         forget = set(request.forget.tolist())
         assert forget and not forget & seen
         seen |= forget
-        assert set(request.forgotten.tolist()) == seen
-        assert set(request.retain.tolist()) == all_train - seen
+        unseen = set(request.unseen.tolist())
+        assert set(request.forgotten.tolist()) == seen and not forget & unseen
+        assert set(request.retain.tolist()) == all_train - seen - unseen
+        assert set(request.excluded.tolist()) == seen | unseen
 
 
 @pytest.mark.parametrize("kind", STREAMS.names())

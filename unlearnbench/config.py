@@ -200,6 +200,11 @@ class RunConfig:
                 f"method {self.method!r} serves only {', '.join(served)} streams, not {self.stream!r}; "
                 f"choose --stream {served[0]}"
             )
+        if not getattr(STREAMS.get(self.stream), "single_shot", True) and self.single_shot_every != 0:
+            raise ConfigError(
+                f"stream {self.stream!r} has no single-shot counterfactual: its request t's model has learned data "
+                f"the pretrained model never saw; add --single-shot-every 0"
+            )
         check_method_arguments(self.method, METHODS.get(self.method), self.method_args)
         self._validate_guards()
         self.tuned()  # a missing or malformed tuned file fails here, before anything is loaded

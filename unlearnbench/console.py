@@ -313,6 +313,12 @@ class Reporter:
                 f"forgetting reversal: {summary['forgetting_reversal_events']} events, "
                 f"{summary['forgetting_reversal_sets']} sets forgotten at their request and recognized again"
             )
+        if "final_age" in summary:
+            slopes = " · ".join(
+                f"{name} {_fmt(summary.get(f'age_slope_{key}'))}"
+                for key, name in (("forget_gap", "forget gap"), ("gap", "gap"), ("forget_acc", "forget_acc"))
+            )
+            lines.append(f"over age ({summary['final_age']} learning steps), slope per step: {slopes}")
         lines += _robustness_lines(summary)
         where = f"the {summary.get('oracle_requests')} requests with an oracle"
         if "mean_gap_acc" in summary:

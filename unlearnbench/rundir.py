@@ -2,7 +2,8 @@
 
 Layout (documented in docs/guide.md, "The run directory"): `config.yaml`, `manifest.json`, `labels.npz`,
 `metrics.jsonl` (one row per finished request), `history.csv`, `summary.json`, `provenance.json`,
-`logits/t###.npz` (with `--save-logits`), `state/t###.pt` (the method after request t) and, for a
+`logits/t###.npz` (with `--save-logits`), `state/t###.pt` (the method after request t; on an interleaved stream
+`state/t###-learned.pt` too, the method after the learning step before request t) and, for a
 suite cell that failed, `error.json`; `updates.f32`, `updates.json` and `geometry.csv` are
 `geometry_files`' (beside this module; `evaluation.geometry` computes what they hold), read here through it.
 This class is the only code that names these files: the runner, the suite, the loggers, the
@@ -559,14 +560,28 @@ class RunDirectory:
         return self.path / _STATE / f"t{t:03d}.pt"
 
     def save_state(self, t: int, state: dict[str, torch.Tensor]) -> None:
-        buffer = io.BytesIO()
-        torch.save(state, buffer)
-        write_atomic(self._state_path(t), lambda f: f.write(buffer.getvalue()))
+        _write_state(self._state_path(t), state)
 
-    def load_state(self, t: int, mmap: bool = False) -> dict[str, torch.Tensor]:
-        """The method's state after request t (weights only: a checkpoint cannot run code). `mmap`: the tensors
-        stay on disk until read (a check that the file loads costs no copy of the model)."""
-        path = self._state_path(t)
+    def _learned_state_path(self, t: int) -> Path:
+        # `t*.pt`: removed with the other states once request t's own is saved (`drop_states_before`)
+        return self.path / _STATE / f"t{t:03d}-learned.pt"
+
+    def save_learned_state(self, t: int, state: dict[str, torch.Tensor]) -> None:
+        """The method's state after the learning step before request t (an interleaved stream's), so that a run killed
+        between it and request t resumes from the learned model without learning again."""
+        _write_state(self._learned_state_path(t), state)
+
+    def has_learned_state(self, t: int) -> bool:
+        return self._learned_state_path(t).is_file()
+
+    def load_learned_state(self, t: int) -> dict[str, torch.Tensor]:
+        """`save_learned_state`'s state (weights only, as `load_state`)."""
+        return self.load_state(t, path=self._learned_state_path(t))
+
+    def load_state(self, t: int, mmap: bool = False, path: Path | None = None) -> dict[str, torch.Tensor]:
+        """The method's state after request t (weights only: a checkpoint cannot run code), or the one at `path`.
+        `mmap`: the tensors stay on disk until read (a check that the file loads costs no copy of the model)."""
+        path = self._state_path(t) if path is None else path
         if not path.is_file():
             raise DamagedFileError(
                 f"{path} is missing, so the run cannot resume after request {t}; delete {self.path} to rerun it"
@@ -801,3 +816,10 @@ def _append_line(path: Path, line: str) -> None:
             os.fsync(directory)
         finally:
             os.close(directory)
+
+
+def _write_state(path: Path, state: dict[str, torch.Tensor]) -> None:
+    """A method's state, written atomically (`torch.save` to memory first: a kill leaves the old file or the new)."""
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    write_atomic(path, lambda f: f.write(buffer.getvalue()))

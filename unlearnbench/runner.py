@@ -1,6 +1,7 @@
 """Walks the T requests of one (method, stream, seed) run; resumable after a crash at any point.
 
-For t = 1..T: select the request, seed from (unlearn seed, t), `prepare`, fit with a fresh Lightning
+For t = 1..T: on an interleaved stream, learn the train data released since t − 1 (`learn`, checkpointed); select
+the request, seed from (unlearn seed, t), `prepare`, fit with a fresh Lightning
 Trainer, evaluate the method, evaluate the oracle(s) (at the requests `RunConfig.oracle_at`
 schedules), serve the single-shot counterfactual (where `RunConfig.single_shot_at` schedules it),
 run the robustness evaluations (`RunConfig.relearn_at`, `quantize_at`), persist. Every method goes
@@ -59,15 +60,16 @@ from unlearnbench.nodes import NodeGroup
 from unlearnbench.plan import RunPlan, plan_run
 from unlearnbench.provenance import method_code, method_code_change, session_record
 from unlearnbench.records import SINGLE_SHOT_FIELDS, RequestRecord, RunSummary
-from unlearnbench.registry import METHODS
+from unlearnbench.registry import METHODS, STREAMS
 from unlearnbench.rundir import RunDirectory
-from unlearnbench.seeds import attack_seed, derived_seed, relearn_seed
+from unlearnbench.seeds import attack_seed, derived_seed, learning_seed, relearn_seed
 from unlearnbench.step_loss import StepLossLogger
 from unlearnbench.store import ModelSpec, ModelStore, Shapes, model_shapes, sha256_bytes
 from unlearnbench.streams.base import Request, RequestStream, StreamError, check_stream, reads_memorization
 from unlearnbench.streams.memorized import PROXY, held_out_halves, memorization_estimate
 from unlearnbench.training import (
     Recipe,
+    SupervisedClassifier,
     build_model,
     check_arch_args,
     refit_until_finite,
@@ -301,10 +303,11 @@ class Runner:
         return train_together(self.dataset, self.config.arch, self.recipe, keep, seeds, make_trainer, arch_args)
 
     def pretrained_model(self) -> nn.Module:
-        """A fresh copy of the pretrained model. Its weights are read from the store (file read, sha256
-        check) once per run, not again for every single-shot counterfactual."""
-        if self._pretrained is None:
-            model = self.trained_model(np.array([], dtype=np.int64), "pretraining")
+        """A fresh copy of the pretrained model: trained on train minus `RequestStream.pretraining_excluded` (the whole
+        train set but on an interleaved stream). Its weights are read from the store (file read, sha256 check) once per
+        run, not again for every single-shot counterfactual."""
+        if self._pretrained is None:  # train minus what an interleaved stream releases later (none on other kinds)
+            model = self.trained_model(self.stream.pretraining_excluded, "pretraining")
             self._pretrained = {name: tensor.clone() for name, tensor in model.state_dict().items()}
             return model
         model = build_model(self.config.arch, self.dataset, check_arch_args(self.config.arch, self.config.arch_args))
@@ -333,11 +336,12 @@ class Runner:
         return estimate
 
     def oracle(self, request: Request, k: int, batched: bool = False) -> nn.Module:
-        """Oracle k of the request (`--oracle-seeds`: train seed train_seed + k), trained once into the store."""
+        """Oracle k of the request (`--oracle-seeds`: train seed train_seed + k), trained once into the store on train
+        minus `Request.excluded` (F_1..F_t, and on an interleaved stream the chunks not yet released)."""
         seeds = self.config.oracle_train_seeds
         which = f", train seed {k + 1}/{len(seeds)}" if len(seeds) > 1 else ""
         return self.trained_model(
-            request.forgotten, f"oracle {request.t}/{self.config.requests} (retraining{which})", seeds[k], batched
+            request.excluded, f"oracle {request.t}/{self.config.requests} (retraining{which})", seeds[k], batched
         )
 
     def oracles(self, request: Request) -> list[nn.Module]:
@@ -350,7 +354,7 @@ class Runner:
         (`ModelSpec.batched`). Elsewhere each is trained alone.
         """
         config = self.config
-        seeds, excluded = config.oracle_train_seeds, request.forgotten
+        seeds, excluded = config.oracle_train_seeds, request.excluded
         arch_args = check_arch_args(config.arch, config.arch_args)
         together = len(seeds) > 2 and self.single_process and trains_together(config.arch, self.dataset, arch_args)
         if together:
@@ -401,7 +405,9 @@ class Runner:
         """A digest of what request t's scores depend on besides the scored logits: the labels, every request's index
         sets, the attack seed and protocol, the user's metrics. With the logits, it keys `reference_scores`."""
         if self._stream_digest is None:
-            sets = [(r.t, r.forget, r.forgotten, r.test_forget, r.forget_classes) for r in self.stream.requests]
+            sets = [
+                (r.t, r.forget, r.forgotten, r.unseen, r.test_forget, r.forget_classes) for r in self.stream.requests
+            ]
             self._stream_digest = digest(
                 self.train_labels,
                 self.test_labels,
@@ -430,6 +436,39 @@ class Runner:
         versus |= request_attack(logits, oracle_logits[0], *labels, request)
         versus |= request_privacy(logits, oracle_logits, scores | versus, oracle_scores, *labels, request)
         return scores, versus
+
+    def learn(self, t: int) -> None:
+        """The learning step before request t, where train data were released since t − 1 (`streams.interleaved`):
+        the method's current model fine-tuned on `RequestStream.learning_set` with the pretraining recipe's SGD for the
+        kind's `learning_epochs`, then checkpointed (`save_learned_state`). Nothing where nothing was released.
+
+        One step for every method: it trains the parameters of the model the method deploys that require gradients
+        (every weight of a plain model; of LOFT's, only the projection UUᵀ, which its next request recomputes from the
+        frozen backbone, so LOFT's model never keeps what it learns), never what a method or guard keeps beside the
+        model (LOFT's U, a guard's anchor), which its next request reads off the learned model. Seeded from (train seed,
+        t) (`seeds.learning_seed`): a run resumed before it learns the same weights again, one resumed after it reads
+        them.
+        """
+        config, stream = self.config, self.stream
+        seed = learning_seed(config.resolved_seed("train_seed"), t)
+        indices = stream.learning_set(t, seed)
+        if not len(indices):
+            return
+        recipe = replace(self.recipe, epochs=STREAMS.get(stream.kind).learning_epochs)
+        L.seed_everything(seed, verbose=False)
+        loader = self.dataset.loader(
+            self.dataset.train, torch.as_tensor(indices), recipe.batch_size, augment=True, shuffle=True, seed=seed
+        )
+        label = f"learning {len(stream.released_before(t))} new samples before request {t}/{config.requests}"
+        placed = self.method.device
+        self.method.model.train()  # as pretraining trains (Lightning keeps the eval mode evaluation left it in)
+        self.trainer(recipe.epochs, label).fit(
+            SupervisedClassifier(self.method.model, recipe), train_dataloaders=loader
+        )
+        self.method.model.eval()
+        self.method.to(placed)  # Lightning's teardown leaves the module on the CPU
+        if self.nodes.leader:
+            self.run_dir.save_learned_state(t, self.method.resume_state() | pack_state(self.guards))
 
     def serve(self, request: Request) -> dict:
         """Prepare and unlearn request t with the continual method; returns the timings and update norm."""
@@ -664,6 +703,10 @@ class Runner:
             resumed = unpack_state(run_dir.load_state(start - 1), self.guards)
         if start > config.requests:
             return self._finish(rows, already_complete=True)
+        # killed between the learning step before `start` (interleaved streams) and that request: its checkpoint
+        learned = self.nodes.decide("learned", "stored" if leader and run_dir.has_learned_state(start) else "no")
+        if learned == "stored":
+            resumed = unpack_state(run_dir.load_learned_state(start), self.guards)
         self.method.attach(self.pretrained_model(), self.dataset.num_classes).to(self.eval_device)
         if resumed is not None:
             self.method.load_resume_state(resumed)
@@ -673,6 +716,8 @@ class Runner:
             self.current_request = t
             raise_if_interrupted()
             request = stream.select(t)
+            if not (t == start and learned == "stored"):
+                self.learn(t)
             timings = self.serve(request)
             diverged = timings.pop("diverged")
             if self.nodes.decide(f"request-{t}", "diverged" if diverged else "ok") == "diverged":
@@ -740,7 +785,8 @@ class Runner:
             }
         if not leader:
             return
-        method_scores = scores | timings | self.geometry.record(t, *self.last_update) | versus
+        age = {"age": self.stream.age(t)} if self.stream.learns_between_requests else {}
+        method_scores = scores | age | timings | self.geometry.record(t, *self.last_update) | versus
         for field, single_shot in single_shots.items():
             method_scores[f"forward_gain{field.removeprefix('single_shot')}"] = forward_gain(method_scores, single_shot)
         original = self.original_scores(request, oracle_logits, oracle_scores)

@@ -31,3 +31,10 @@ def relearn_seed(seed: int, t: int) -> int:
     batch order. From the run's `--seed`, as the SVC attack's, so that the method's and the oracle's attacks (and
     those of every method of a setting) use one split and one batch order."""
     return derived_seed(seed, t, 4)
+
+
+def learning_seed(train_seed: int, t: int) -> int:
+    """The learning step before request t of an interleaved stream (`Runner.learn`): its replayed samples, global seed
+    and batch order. From the train seed, as pretraining is: learning new data is training, and every method of a
+    setting then learns from the same samples in the same order."""
+    return derived_seed(train_seed, t, 5)

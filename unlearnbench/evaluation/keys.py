@@ -358,6 +358,17 @@ for _metric in (
         console=True,
         leaderboard="relearn_acc",
     ),
+    # Interleaved streams (streams/interleaved.py): the method's row only, absent from every other kind's rows.
+    MetricKey(
+        "age",
+        "the model's age at request t: learning steps on newly released train data taken before it (interleaved "
+        "streams)",
+        False,
+        False,
+        True,
+        digits=0,
+        console=True,
+    ),
     # Update geometry (evaluation/geometry.py), basis = updates u_1..u_t so far: diagnostics.
     MetricKey("update_norm", "‖u_t‖, L2 norm of θ_t − θ_{t−1} over trainable parameters", False, False, True),
     *(MetricKey(f"er_{r}", f"ER_t: share of ‖u_t‖² in the top-{r} directions of U", False, False, True) for r in _RS),

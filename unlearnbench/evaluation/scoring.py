@@ -128,7 +128,8 @@ def stream_summary(rows: list[RequestRecord], rememorization_threshold: float = 
     summary |= _oracle_summary(rows, summary["forget_drift"])
     summary |= _original_summary(rows)
     summary |= _backward_summary(rows, rememorization_threshold)
-    return summary | _erosion_summary(rows, rememorization_threshold)  # last: the keys before keep their order
+    summary |= _erosion_summary(rows, rememorization_threshold)
+    return summary | _age_summary(rows)  # last: the keys before keep their order
 
 
 def _forward_summary(rows: list[RequestRecord], field: str) -> dict:
@@ -217,6 +218,40 @@ def _erosion_summary(rows: list[RequestRecord], threshold: float) -> dict:
         ]
         summary["forgetting_reversal_events"] = len(reversed_pairs)
         summary["forgetting_reversal_sets"] = len({s for _, s in reversed_pairs})
+    return summary
+
+
+def _age_summary(rows: list[RequestRecord]) -> dict:
+    """How the ability to forget evolves with the model's age, on an interleaved stream (rows with `age`: the learning
+    steps on new data taken before request t; `streams.interleaved`). Least-squares slopes over age, in points per
+    learning step, where at least two ages have the values:
+
+    - `age_slope_forget_acc`: of forget_acc on F_t (every request);
+    - `age_slope_forget_gap`: of the forget gap, forget_acc − the oracle's forget_acc on F_t (the requests with an
+      oracle): positive, the method leaves F_t further above what retraining on everything seen minus everything
+      deleted gives as the model ages (it forgets less well); 0, age does not matter;
+    - `age_slope_gap`: of Avg.Gap (the requests with an oracle).
+
+    The oracle of request t moves with age too (it is trained on the data released by t), so the forget gap, not the
+    raw forget accuracy, is the ability to forget.
+    """
+    if any(row.method.get("age") is None for row in rows):
+        return {}
+    summary = {"final_age": rows[-1].method["age"]}
+    series = {
+        "age_slope_forget_acc": [(row.method["age"], row.method.get("forget_acc")) for row in rows],
+        "age_slope_forget_gap": [
+            (row.method["age"], row.method.get("forget_acc") - row.oracle["forget_acc"])
+            for row in rows
+            if row.oracle and row.oracle.get("forget_acc") is not None and row.method.get("forget_acc") is not None
+        ],
+        "age_slope_gap": [(row.method["age"], row.method.get("gap")) for row in rows if row.oracle],
+    }
+    for key, points in series.items():
+        points = [(age, value) for age, value in points if value is not None and math.isfinite(value)]
+        if len({age for age, _ in points}) >= 2:
+            ages, values = np.array(points, dtype=np.float64).T
+            summary[key] = float(np.polyfit(ages, values, 1)[0])
     return summary
 
 

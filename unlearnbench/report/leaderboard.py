@@ -50,6 +50,9 @@ What a cell shows, per method, over the seeds whose run finished:
 - erosion, reversal: SAFER's knowledge erosion (the oracle's retain_acc drift from 1 to T minus the method's) and
   forgetting reversal (pairs s < t where F_s, forgotten at its request, is back more than 10 points above both its
   own accuracy then and the oracle's at t), as `stream_summary` defines them; the oracle's are 0 by construction;
+- fgap/age (interleaved streams): the slope of the forget gap, forget_acc on F_t minus the oracle's, over the
+  model's age (learning steps on new data before request t), in points per step (`summary.json`'s
+  `age_slope_forget_gap`); the oracle's is 0 by construction;
 - rte_s, rte_cpu_s: wall and CPU seconds of unlearning summed over the T requests; time is ranked by the CPU
   seconds, which a loaded machine does not stretch as it does the wall seconds (runs made before they were
   recorded show "—");
@@ -68,7 +71,7 @@ The best method per column is marked (bold in Markdown, highlighted in HTML, lis
 one closest to the oracle's mean where the oracle is the target (arrow `→oracle`), else the lowest
 or highest by the column's direction, among at least two methods with a value there (a table's only
 method is not "best" at anything, whatever its numbers). single_acc, fwd_fail, fwd_fail_mean, drift, bwd_fail,
-remem, erosion and reversal are not marked: a method that forgets nothing (finetune) has none of either failure, so no
+remem, erosion, reversal and fgap/age are not marked: a method that forgets nothing (finetune) has none of either failure, so no
 value there is better by itself. A run that is not finished (no `summary.json`), that
 diverged (`"status": "diverged"`) or that failed in a suite (`error.json`) is never dropped: its row
 says so in the status column and its numbers are left out of the means. Neither is a damaged run,
@@ -215,6 +218,15 @@ STREAM_COLUMNS: tuple[Column, ...] = (
         ranked=False,
     ),
     Column(
+        "age_slope_forget_gap",
+        "fgap/age",
+        False,
+        True,
+        "interleaved streams: slope of the forget gap (forget_acc on F_t − the oracle's) over the model's age, in "
+        "points per learning step on new data (positive: it forgets less well as it ages)",
+        ranked=False,
+    ),
+    Column(
         "rte_s",
         "rte_s",
         False,
@@ -346,6 +358,7 @@ class RunRecord:
         values["rememorization_events"] = summary.get("rememorization_events")
         values["knowledge_erosion"] = summary.get("knowledge_erosion")
         values["forgetting_reversal_events"] = summary.get("forgetting_reversal_events")
+        values["age_slope_forget_gap"] = summary.get("age_slope_forget_gap")
         for key in ("rte_s", "rte_cpu_s"):  # runs made before CPU time was recorded have none: "—"
             times = [row.method.get(key) for row in rows]
             values[key] = float(sum(times)) if all(v is not None for v in times) else None
@@ -369,6 +382,10 @@ class RunRecord:
         # the oracle against itself: no erosion beyond its own, and nothing above its own accuracy to come back to
         values["knowledge_erosion"] = 0.0 if every else None
         values["forgetting_reversal_events"] = 0 if every and all("history" in row.oracle for row in rows) else None
+        # its forget gap to itself is 0 at every age
+        values["age_slope_forget_gap"] = (
+            0.0 if every and len(rows) > 1 and all("age" in r.method for r in rows) else None
+        )
         # Retraining from scratch is its own single-shot counterfactual: the same model, so the gain is 0.
         values["single_shot_forget_acc"] = last.get("forget_acc")
         values["forward_failure"] = values["forward_failure_mean"] = 0.0

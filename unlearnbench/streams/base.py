@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 
 import lightning as L
 import numpy as np
@@ -54,9 +54,17 @@ class Request(UnlearningRequest):
 
     test_forget: np.ndarray
     test_retain: np.ndarray
+    #: train indices not yet released at request t (`streams.interleaved`): neither forget nor retain, never trained on
+    unseen: np.ndarray = field(default_factory=lambda: np.array([], dtype=np.int64))
 
     def public(self) -> UnlearningRequest:
         return UnlearningRequest(**{f.name: getattr(self, f.name) for f in fields(UnlearningRequest)})
+
+    @property
+    def excluded(self) -> np.ndarray:
+        """What request t's oracle is trained without: everything forgotten so far and everything not yet released
+        (= `forgotten` on a stream whose data were all learned before it began)."""
+        return np.union1d(self.forgotten, self.unseen)
 
 
 def reads_memorization(kind: str) -> bool:
@@ -99,15 +107,17 @@ def build_requests(
         forgotten = np.union1d(forgotten, forget)
         classes_so_far += forget_set.classes or ()
         test_forget = np.flatnonzero(np.isin(test_labels, classes_so_far))
+        unseen = np.array([], dtype=np.int64) if forget_set.unseen is None else np.sort(forget_set.unseen)
         requests.append(
             Request(
                 t=t,
                 forget=forget,
                 forgotten=forgotten,
-                retain=np.setdiff1d(all_train, forgotten, assume_unique=True),
+                retain=np.setdiff1d(np.setdiff1d(all_train, forgotten, assume_unique=True), unseen, assume_unique=True),
                 forget_classes=forget_set.classes,
                 test_forget=test_forget,
                 test_retain=np.setdiff1d(np.arange(len(test_labels)), test_forget, assume_unique=True),
+                unseen=unseen.astype(np.int64),
             )
         )
     return requests
@@ -193,6 +203,36 @@ class RequestStream(L.LightningDataModule):
         self.batch_mode = BatchMode.RETAIN
         self.batch_size = 64
 
+    @property
+    def pretraining_excluded(self) -> np.ndarray:
+        """The train indices the pretrained model is trained without: those not released before request 1 (none on a
+        stream whose data were all learned before it began)."""
+        return self.requests[0].unseen
+
+    def released_before(self, t: int) -> np.ndarray:
+        """The train indices released between request t − 1 and request t, which the model learns before serving t
+        (`Runner.learn`); none at t = 1 and on every kind whose data do not arrive over the stream."""
+        if t == 1:
+            return np.array([], dtype=np.int64)
+        return np.setdiff1d(self.requests[t - 2].unseen, self.requests[t - 1].unseen, assume_unique=True)
+
+    @property
+    def learns_between_requests(self) -> bool:
+        """Whether new train data arrive over the stream (`streams.interleaved`): its rows then record the model's age."""
+        return len(self.pretraining_excluded) > 0
+
+    def age(self, t: int) -> int:
+        """The model's age at request t: the learning steps taken before it (releases of new data since request 1)."""
+        return sum(len(self.released_before(s)) > 0 for s in range(2, t + 1))
+
+    def learning_set(self, t: int, seed: int) -> np.ndarray:
+        """The train indices the learning step before request t fits on (`StreamKind.learning_set`): the release, and
+        what the kind replays of request t − 1's retain set (never a forgotten sample); none where nothing arrived."""
+        released = self.released_before(t)
+        if not len(released):
+            return released
+        return STREAMS.get(self.kind)().learning_set(released, self.requests[t - 2].retain, np.random.default_rng(seed))
+
     def select(self, t: int) -> Request:
         self.current, self.past = self.requests[t - 1], self.requests[: t - 1]
         return self.current
@@ -263,12 +303,15 @@ class RequestStream(L.LightningDataModule):
             "num_test": len(self.dataset.test),
             # only a kind that reads it: every other manifest is byte for byte what it was
             **({} if self.memorization_digest is None else {"memorization": self.memorization_digest}),
+            # only a kind whose data arrive over the stream: the part held out of pretraining, and each release
+            **({"held_out": self.pretraining_excluded.tolist()} if self.learns_between_requests else {}),
             "requests": [
                 {
                     "t": request.t,
                     "forget": request.forget.tolist(),
                     "forget_classes": list(request.forget_classes) if request.forget_classes else None,
                     "test_forget": request.test_forget.tolist(),
+                    **({"released": self.released_before(request.t).tolist()} if self.learns_between_requests else {}),
                 }
                 for request in self.requests
             ],

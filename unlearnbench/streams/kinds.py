@@ -14,10 +14,13 @@ class StreamError(ValueError):
 
 @dataclass(frozen=True)
 class ForgetSet:
-    """What one request asks to forget: train indices and, for class-wise kinds, the classes."""
+    """What one request asks to forget: train indices and, for class-wise kinds, the classes; for a kind whose train
+    data arrive over the stream (`streams.interleaved`), the train indices not yet released when it is made."""
 
     indices: np.ndarray
     classes: tuple[int, ...] | None = None
+    #: None: every train sample was learned before the stream began (every kind whose data do not arrive later)
+    unseen: np.ndarray | None = None
 
 
 class StreamKind(Protocol):
