@@ -56,13 +56,10 @@ def test_another_seed_or_protocol_computes_its_own(tmp_path, monkeypatch):
     shared_store = tmp_path / "store"
     run_tiny(tmp_path / "a", shared_store, "finetune", stream="random")
     calls = _counting_scores(monkeypatch)
-    other_protocol = run_tiny(tmp_path / "b", shared_store, "finetune", stream="random", mia_protocol="loft")
+    run_tiny(tmp_path / "b", shared_store, "finetune", stream="random", mia_protocol="loft")
     assert len(calls) == 2 * 3 + 1  # nothing reused: nor the counterfactual's store entry, keyed by protocol too
-    reference_scores.clear()
-    cold = run_tiny(tmp_path / "c", shared_store, "finetune", stream="random", mia_protocol="loft")
-    assert _reference_rows(other_protocol) == _reference_rows(cold)
     calls.clear()
-    run_tiny(tmp_path / "d", shared_store, "finetune", stream="random", seed=1)
+    run_tiny(tmp_path / "c", shared_store, "finetune", stream="random", seed=1)
     assert len(calls) == 2 * 3 + 1
 
 
