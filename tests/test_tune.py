@@ -188,6 +188,8 @@ def test_a_killed_tune_resumes_its_study_with_the_same_command(tmp_path):
     assert tuned["provenance"]["trials"] == 3 and tuned["provenance"]["complete"] + tuned["provenance"]["pruned"] == 3
     assert tuned["provenance"]["budget"] == {"trials": 3, "epochs_cap": 1, "recipe_epochs": 1, "epoch_fraction": 0.2}
     assert tuned["hparams"]["epochs"] == 1  # capped at ceil(20%) of the 1-epoch recipe
+    # a tuned file is published: its default database is named beside it, never by this machine's path
+    assert tuned["provenance"]["storage"] == "studies.db" and str(tmp_path) not in yaml.safe_dump(tuned)
 
 
 @pytest.mark.slow

@@ -74,6 +74,8 @@ EVALUATION_SEEDS = (0, 1, 2)
 DEFAULT_TUNE_SEEDS = (100, 101)
 #: The unlearning epochs cap as a fraction of the pretraining recipe's epochs (DeepUnlearn's rule).
 EPOCH_FRACTION = 0.2
+#: The study database's name in the tune directory when `--storage` names none.
+DEFAULT_DATABASE = "studies.db"
 OBJECTIVES = ("mean_gap", "final_gap")
 SAMPLERS = ("tpe", "nsga2")
 PRUNERS = ("median", "none")
@@ -167,7 +169,7 @@ class TuneSpec:
             return self.storage
         from sqlalchemy.engine import URL
 
-        return URL.create("sqlite", database=str((self.out / "studies.db").resolve())).render_as_string(False)
+        return URL.create("sqlite", database=str((self.out / DEFAULT_DATABASE).resolve())).render_as_string(False)
 
     def recipe_epochs(self) -> int:
         return replace(Recipe.for_setting(self.dataset, self.arch), **self.recipe).epochs
@@ -315,8 +317,8 @@ def open_study(spec: TuneSpec):
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     spec.out.mkdir(parents=True, exist_ok=True)
-    if spec.storage is None and (spec.out / "studies.db").is_dir():
-        raise ConfigError(f"{spec.out / 'studies.db'} is a folder, not a study database; move it away")
+    if spec.storage is None and (spec.out / DEFAULT_DATABASE).is_dir():
+        raise ConfigError(f"{spec.out / DEFAULT_DATABASE} is a folder, not a study database; move it away")
     try:
         return _open_study(spec, optuna)
     except sqlalchemy_errors().DatabaseError as error:
@@ -505,7 +507,8 @@ def write_result(spec: TuneSpec, study) -> Path:
         raise RuntimeError(f"no trial of study {spec.study_name()} completed (all pruned or failed)")
     provenance = {
         "study": spec.study_name(),
-        "storage": redacted(spec.storage_url),
+        # the default database by its name beside this file: a tuned file is published, a machine's path is not
+        "storage": redacted(spec.storage) if spec.storage else DEFAULT_DATABASE,
         "sampler": spec.sampler,
         "pruner": spec.pruner,
         "objective": spec.objective if spec.sampler == "tpe" else "forget_gap+utility_gap (pareto, smallest sum)",
