@@ -12,9 +12,11 @@ from typing import Literal
 
 from unlearnbench.data.cache import check_dataset_args
 from unlearnbench.early_checks import (
+    CHOICES,
     QUANTIZATION_BITS,
     SEED_PARTS,
     check_folder_part,
+    check_run_choices,
     check_run_numbers,
     is_int,
     is_number,
@@ -175,17 +177,7 @@ class RunConfig:
             check_arch_args(self.arch, self.arch_args)
         except ValueError as error:  # DatasetError or the arch check's: bad arguments, found before loading
             raise ConfigError(str(error)) from None
-        if self.oracle not in ("retrain", "none"):
-            raise ConfigError(f"unknown oracle {self.oracle!r}; choose one of: retrain, none")
-        if self.split not in ("test", "validation"):
-            raise ConfigError(f"unknown split {self.split!r}; choose one of: test, validation")
-        if self.single_shot_baseline not in SINGLE_SHOT_BASELINES:
-            raise ConfigError(
-                f"unknown single_shot_baseline {self.single_shot_baseline!r}; choose one of: "
-                f"{', '.join(SINGLE_SHOT_BASELINES)}"
-            )
-        if self.mia_protocol not in ("salun", "loft"):
-            raise ConfigError(f"unknown mia_protocol {self.mia_protocol!r}; choose one of: salun, loft")
+        check_run_choices({name: getattr(self, name) for name in CHOICES})
         if self.logger not in LOGGERS:
             raise ConfigError(f"unknown logger {self.logger!r}; choose one of: {', '.join(LOGGERS.names())}")
         LOGGERS.get(self.logger).check_environment()
@@ -376,10 +368,6 @@ class RunConfig:
         data = asdict(self)
         data["out"], data["store"] = str(self.out), str(self.store_dir)
         return data
-
-
-#: `--single-shot-baseline`: which counterfactuals the forward-failure gain is measured against
-SINGLE_SHOT_BASELINES = ("single_task", "cumulative", "both")
 
 
 #: The longest file or folder name (bytes) and the longest path the usual file systems (ext4, xfs, APFS) take.

@@ -21,6 +21,15 @@ from unlearnbench.errors import ConfigError, excerpt
 SEED_PARTS = ("train_seed", "unlearn_seed", "stream_seed")
 #: The registered name each option of a run names, by option (the registry's attribute in `unlearnbench.registry`).
 NAMED_OPTIONS = {"method": "METHODS", "stream": "STREAMS", "dataset": "DATASETS", "arch": "ARCHS", "logger": "LOGGERS"}
+#: `--single-shot-baseline`: which counterfactuals the forward-failure gain is measured against
+SINGLE_SHOT_BASELINES = ("single_task", "cumulative", "both")
+#: The run's options that take one of a few words, and those words (the first is the default).
+CHOICES = {
+    "oracle": ("retrain", "none"),
+    "single_shot_baseline": SINGLE_SHOT_BASELINES,
+    "mia_protocol": ("salun", "loft"),
+    "split": ("test", "validation"),
+}
 #: The weight widths `--quantize-bits` may name (`evaluation.quantization`): int8 and 4-bit, as Zhang et al. (2024).
 QUANTIZATION_BITS = (8, 4)
 
@@ -35,6 +44,14 @@ def check_run_options(options: Mapping[str, object]) -> None:
         if guard not in GUARDS.catalog():
             raise ConfigError(f"unknown guard {excerpt(guard)}; choose one of: {', '.join(GUARDS.catalog())}")
     check_run_numbers(options)
+    check_run_choices(options)
+
+
+def check_run_choices(values: Mapping[str, object]) -> None:
+    """The options that take one of a few words (`CHOICES`), among `values`; those absent pass."""
+    for name, choices in CHOICES.items():
+        if name in values and values[name] not in choices:
+            raise ConfigError(f"unknown {name} {excerpt(values[name])}; choose one of: {', '.join(choices)}")
 
 
 def is_int(value: object) -> bool:
