@@ -238,6 +238,7 @@ SUITE_REFUSALS = [
     ({"methods": ["ga"], "seeds": [0, 1], "common": {"train_seed": -1}}, "train_seed must be a whole number >= 0"),
     ({"methods": ["ga"], "common": {"logger": "paper"}}, "unknown logger 'paper'"),
     ({"methods": ["ga"], "extra": 1}, "unknown suite key(s) extra"),
+    ({"methods": ["ga"], "common": {"oracle": "sometimes"}}, "unknown oracle 'sometimes'; choose one of: "),
     ("methods: [ga\n", "cannot read suite"),
 ]
 
@@ -247,6 +248,24 @@ def test_bad_suites_are_refused_before_torch_and_lightning_are_imported(suite, m
     path = tmp_path / "suite.yaml"
     path.write_text(suite if isinstance(suite, str) else yaml_dump({**suite, "out": str(tmp_path / "out")}))
     _assert_refused_before_torch(["suite", str(path), "--check"], message, tmp_path)
+
+
+#: `suite`'s own options and what it says of them.
+SUITE_OPTION_REFUSALS = [
+    (["--chec", "true"], "unrecognized arguments: --chec true"),
+    (["--quiet", "maybe"], 'Parser key "quiet": Expected a'),
+    (["--shard", "3/2"], "--shard takes i/n with 1 <= i <= n"),
+    (["--logger", "paper"], "unknown logger 'paper'"),
+]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"), SUITE_OPTION_REFUSALS, ids=[" ".join(a) for a, _ in SUITE_OPTION_REFUSALS]
+)
+def test_bad_suite_options_are_refused_before_torch_and_lightning_are_imported(argv, message, tmp_path):
+    path = tmp_path / "suite.yaml"
+    path.write_text(yaml_dump({"methods": ["ga"], "out": str(tmp_path / "out")}))
+    _assert_refused_before_torch(["suite", str(path), *argv], message, tmp_path)
 
 
 TUNE_REFUSALS = [

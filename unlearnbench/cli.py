@@ -652,34 +652,21 @@ def cmd_list(argv: list[str]) -> int:
     return 0
 
 
-#: The options of `suite` and `tune` that take a value (the others are flags): how their early checks find the file.
-VALUED_OPTIONS = ("--out", "--logger", "--shard", "--quiet", "--storage")
-
-
-def _positional(argv: list[str]) -> str | None:
-    """The first argument that is neither an option nor an option's value (`suite`'s file)."""
-    i = 0
-    while i < len(argv):
-        if argv[i] in VALUED_OPTIONS:
-            i += 2
-        elif argv[i].startswith("-"):
-            i += 1
-        else:
-            return argv[i]
-    return None
-
-
 def _asks_for_help(argv: list[str]) -> bool:
     return bool({"-h", "--help", "--print_config"} & set(argv))
 
 
 def cmd_suite(argv: list[str]) -> int:
-    from unlearnbench.grid import check_suite_file
+    from unlearnbench.grid import check_suite_file, parse_shard, suite_parser
 
-    path = _positional(argv)
-    if path is not None and not _asks_for_help(argv):  # the suite's names and numbers, before torch is imported
-        given = _given([arg for arg in argv if arg != path])
-        check_suite_file(Path(path), given.get("out"), given.get("logger"))
+    if not _asks_for_help(argv):  # the options, the suite's names and numbers, before torch is imported
+        try:
+            args = suite_parser().parse_args(argv)
+        except JsonArgumentError as error:
+            raise UsageError(str(error)) from error
+        if args.shard:
+            parse_shard(args.shard)
+        check_suite_file(args.suite, args.out, args.logger)
     from unlearnbench.suite import suite_command
 
     return suite_command(argv)
