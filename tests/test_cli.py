@@ -195,6 +195,9 @@ EARLY_REFUSALS = [
     (["--method", "ga", "--mia-protocol", "x"], "unknown mia_protocol 'x'; choose one of: salun, loft"),
     (["--method", "ga", "--single-shot-baseline", "x"], "unknown single_shot_baseline 'x'; choose one of: "),
     (["--method", "ga", "--config", "{tmp}/oracle.yaml"], "unknown oracle 'sometimes'"),
+    (["--method", "ga", "--recipe", '{"epochs": -1}'], "recipe key epochs must be >= 1, got -1"),
+    (["--method", "ga", "--recipe", "{epoch: 2}"], "unknown recipe key(s) epoch; valid: epochs, lr, "),
+    (["--method", "ga", "--recipe", "{lr: .nan}"], "recipe key lr must be finite"),
 ]
 
 
@@ -239,6 +242,7 @@ SUITE_REFUSALS = [
     ({"methods": ["ga"], "common": {"logger": "paper"}}, "unknown logger 'paper'"),
     ({"methods": ["ga"], "extra": 1}, "unknown suite key(s) extra"),
     ({"methods": ["ga"], "common": {"oracle": "sometimes"}}, "unknown oracle 'sometimes'; choose one of: "),
+    ({"methods": ["ga"], "common": {"recipe": {"batch_size": 0}}}, "recipe key batch_size must be >= 1, got 0"),
     ("methods: [ga\n", "cannot read suite"),
 ]
 
@@ -285,6 +289,7 @@ TUNE_REFUSALS = [
     (["--method", "ga", "--sampler", "grid"], "unknown sampler 'grid'; choose one of: tpe, nsga2"),
     (["--method", "ga", "--tune-seeds", "0,100"], "tuning seed(s) [0] are evaluation seeds"),
     (["--method", "ga", "--tune-seeds", "a"], "--tune-seeds takes comma-separated integers"),
+    (["--method", "ga", "--recipe", "{epochs: 0}"], "recipe key epochs must be >= 1, got 0"),
 ]
 
 
@@ -312,6 +317,7 @@ EARLY_ACCEPTED = [
     ["--method", "ga", "--arch", "timm:resnet18", "--requests", "2"],
     ["--method", "ga", "--config", "{tmp}/zero.yaml", "--requests", "3"],  # the later one wins
     ["--method", "ga", "--size", "null", "--requests", "3", "--oracle", "none", "--download", "--requests", "2"],
+    ["--method", "ga", "--recipe", '{"lr": 1e-3, "epochs": 2}'],  # the parser reads 1e-3 as a number, as YAML does not
     # the groups that need the classes are left to the full parse: the method's, the guards', the dataset's, the arch's
     ["--method", "salun", "--salun.ratio", "0.3", "--salun.optim.lr=0.1", "--guard", "ewc", "--ewc.ewc_lambda", "1"],
     ["--method", "ga", "--dataset.train_size", "100", "--dataset_args.test_size", "50", "--arch_args.width", "8"],

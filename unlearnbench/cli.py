@@ -139,6 +139,7 @@ _UNREAD = object()
 def _check_early(argv: list[str]) -> None:
     """What the run's options alone decide (`unlearnbench.early_checks`): refused before torch is imported."""
     from unlearnbench.early_checks import CHOICES, check_data_dir, check_names, check_run_choices, check_run_numbers
+    from unlearnbench.recipe import check_recipe
 
     given = _given(argv)
     if {"help", "print_config"} & set(given) or "-h" in argv:  # they print and exit: nothing runs
@@ -149,16 +150,17 @@ def _check_early(argv: list[str]) -> None:
     check_run_choices({name: given[name] for name in CHOICES if name in given})
     download = values.get("download", False)
     check_data_dir(given.get("data_dir"), download is True)
-    _parse_own_options(argv, given)
+    check_recipe(_parse_own_options(argv, given).recipe)  # the command line's, read as the parser reads it
 
 
-def _parse_own_options(argv: list[str], given: dict[str, object]) -> None:
+def _parse_own_options(argv: list[str], given: dict[str, object]):
     """The command line's options of `run` itself parsed by the parser `run` builds, less the groups that need the
     classes (a method's, a guard's, the dataset's and the arch's arguments, left to the full parse): a misspelt or
     unknown option (`--reqests 2`), a value of the wrong type (`--requests abc`) and an option of a group that is not
     there (`--salun.ratio` beside `--method finetune`) are refused with the parser's own words before torch is
-    imported. The --config files are left to the full parse: their method and guard sections are groups."""
-    guards, argv = _chosen_guards(argv)
+    imported. The --config files are left to the full parse: their method and guard sections are groups. Returns
+    the parsed options, the --config files' left out (a run's record among them stands for its options, replayed)."""
+    guards, argv = _chosen_guards(_replayed_records(argv))
     argv = _argument_groups(argv)
     method = _chosen(given, "method")
     groups = {"dataset_args", "arch_args", *guards, *([method] if method else [])}
@@ -174,7 +176,7 @@ def _parse_own_options(argv: list[str], given: dict[str, object]) -> None:
     if method is not None and not any(arg == "--method" or arg.startswith("--method=") for arg in own):
         own += ["--method", method]  # named by a --config file, which this parse leaves out
     try:
-        run_parser(None, (), None, None).parse_args(own)
+        return run_parser(None, (), None, None).parse_args(own)
     except JsonArgumentError as error:
         raise UsageError(str(error)) from error
 
@@ -685,6 +687,7 @@ TUNE_EARLY_OPTIONS = ("method", "stream", "dataset", "arch", "requests", "size")
 def cmd_tune(argv: list[str]) -> int:
     from unlearnbench.early_checks import check_data_dir, check_run_options
     from unlearnbench.grid import check_tune_file
+    from unlearnbench.recipe import check_recipe
     from unlearnbench.tune_options import check_study_settings, tune_parser, tune_seeds
 
     if not _asks_for_help(argv):  # the options, names, numbers and a tune suite's file, before torch is imported
@@ -694,6 +697,7 @@ def cmd_tune(argv: list[str]) -> int:
             raise UsageError(str(error)) from error
         seeds = tune_seeds(args.tune_seeds)
         check_study_settings(args.objective, args.sampler, args.pruner, args.trials, args.heartbeat, seeds)
+        check_recipe(args.recipe)
         given = _given(argv)
         if given.get("suite") is not None and given.get("method") is None:  # both: `tune_specs` says which to drop
             check_tune_file(Path(str(given["suite"])))

@@ -45,6 +45,11 @@ def check_run_options(options: Mapping[str, object]) -> None:
             raise ConfigError(f"unknown guard {excerpt(guard)}; choose one of: {', '.join(GUARDS.catalog())}")
     check_run_numbers(options)
     check_run_choices(options)
+    recipe = options.get("recipe")
+    if isinstance(recipe, Mapping):  # anything else is the parser's or the schema's to refuse, naming the type
+        from unlearnbench.recipe import check_recipe  # it imports this module
+
+        check_recipe(recipe)
 
 
 def check_run_choices(values: Mapping[str, object]) -> None:
@@ -157,3 +162,41 @@ def check_names(values: Mapping[str, object]) -> None:
         raise ConfigError(
             f"unknown {known.kind} {excerpt(name)}; choose one of: {', '.join(known.catalog())}{families}"
         )
+
+
+def _numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+#: Hyperparameters that count something: at least 1 (a batch of 0, a fit of no step; Lightning reads epochs -1 as
+#: "train forever").
+COUNT_NAMES = ("epochs", "batch_size", "steps")
+
+
+def check_numbers(values: dict, defaults: dict, what: str) -> None:
+    """A number where the default is a number (finite), a flag where it is a flag, counts in range.
+
+    YAML reads `1e-4` (no dot) and `1.0e4` (no exponent sign) as text; uncaught, such a value
+    fails only when unlearning starts, after the pretrained model and the oracles were trained.
+    """
+    for name, value in values.items():
+        default = defaults.get(name)
+        if isinstance(default, bool):
+            expected, ok = "true or false", isinstance(value, bool)
+        elif isinstance(default, int):
+            expected, ok = "a whole number", is_int(value)
+        elif isinstance(default, float):
+            expected, ok = "a number", is_number(value)
+        else:
+            continue
+        if not ok:
+            hint = " (YAML reads 1e-4 as text: write 1.0e-4)" if isinstance(value, str) and _numeric(value) else ""
+            raise ConfigError(f"{what} {name} must be {expected}, got {value!r}{hint}")
+        if not math.isfinite(value):
+            raise ConfigError(f"{what} {name} must be finite, got {value!r}")
+        if name in COUNT_NAMES and not isinstance(default, bool) and value < 1:
+            raise ConfigError(f"{what} {name} must be >= 1, got {value!r}")

@@ -59,11 +59,11 @@ from unlearnbench.hparams import hparams_path
 from unlearnbench.interrupt import raise_if_interrupted
 from unlearnbench.io import write_text_atomic
 from unlearnbench.methods.base import method_arguments
+from unlearnbench.recipe import Recipe, check_recipe
 from unlearnbench.records import RequestRecord
 from unlearnbench.registry import DATASETS, METHODS, STREAMS
 from unlearnbench.search_space import Distribution, Int, sample
 from unlearnbench.streams.base import StreamError
-from unlearnbench.training import Recipe
 from unlearnbench.tune_options import DEFAULT_TUNE_SEEDS, check_study_settings, tune_parser, tune_seeds
 
 #: The unlearning epochs cap as a fraction of the pretraining recipe's epochs (DeepUnlearn's rule).
@@ -115,11 +115,7 @@ class TuneSpec:
         storage = self.storage_url
         if "://" not in storage:
             raise ConfigError(f"--storage must be a database URL (sqlite:///path, postgresql://...), got {storage!r}")
-        unknown = sorted(set(self.recipe) - {f.name for f in fields(Recipe)})
-        if unknown:  # before anything reads the recipe's epochs
-            raise ConfigError(
-                f"unknown recipe key(s) {', '.join(unknown)}; valid: {', '.join(f.name for f in fields(Recipe))}"
-            )
+        check_recipe(self.recipe)  # before anything reads the recipe's epochs
         check_data_dir(self.data_dir, download=False)
         for seed in self.tune_seeds:
             self.run_config(seed, {}).validate()  # names, output folders
