@@ -138,8 +138,14 @@ _UNREAD = object()
 
 def _check_early(argv: list[str]) -> None:
     """What the run's options alone decide (`unlearnbench.early_checks`): refused before torch is imported."""
-    from unlearnbench.early_checks import CHOICES, check_data_dir, check_names, check_run_choices, check_run_numbers
-    from unlearnbench.recipe import check_recipe
+    from unlearnbench.early_checks import (
+        CHOICES,
+        check_data_dir,
+        check_names,
+        check_recipe,
+        check_run_choices,
+        check_run_numbers,
+    )
 
     given = _given(argv)
     if {"help", "print_config"} & set(given) or "-h" in argv:  # they print and exit: nothing runs
@@ -685,9 +691,8 @@ TUNE_EARLY_OPTIONS = ("method", "stream", "dataset", "arch", "requests", "size")
 
 
 def cmd_tune(argv: list[str]) -> int:
-    from unlearnbench.early_checks import check_data_dir, check_run_options
+    from unlearnbench.early_checks import check_data_dir, check_recipe, check_run_options
     from unlearnbench.grid import check_tune_file
-    from unlearnbench.recipe import check_recipe
     from unlearnbench.tune_options import check_study_settings, tune_parser, tune_seeds
 
     if not _asks_for_help(argv):  # the options, names, numbers and a tune suite's file, before torch is imported

@@ -16,6 +16,7 @@ from unlearnbench.early_checks import (
     SEED_PARTS,
     check_folder_part,
     check_numbers,
+    check_recipe,
     check_run_choices,
     check_run_numbers,
     is_int,
@@ -26,7 +27,6 @@ from unlearnbench.hparams import marker
 from unlearnbench.io import check_writable_directory
 from unlearnbench.methods.base import FitMethod, check_method_arguments, flat_arguments, method_arguments
 from unlearnbench.ranges import check_ranges, flat_parameters
-from unlearnbench.recipe import check_recipe
 from unlearnbench.records import RunIdentity
 from unlearnbench.registry import ARCHS, DATASETS, GUARDS, LOGGERS, METHODS, STREAMS, UnknownNameError
 from unlearnbench.rundir import identity_hash

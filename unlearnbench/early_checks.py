@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import fields
 from pathlib import Path
 
 from unlearnbench.errors import ConfigError, excerpt
+from unlearnbench.recipe import Recipe
 
 #: The run's options that are seeds: the whole one, and the parts that may be set apart (`--train-seed`...).
 SEED_PARTS = ("train_seed", "unlearn_seed", "stream_seed")
@@ -47,8 +49,6 @@ def check_run_options(options: Mapping[str, object]) -> None:
     check_run_choices(options)
     recipe = options.get("recipe")
     if isinstance(recipe, Mapping):  # anything else is the parser's or the schema's to refuse, naming the type
-        from unlearnbench.recipe import check_recipe  # it imports this module
-
         check_recipe(recipe)
 
 
@@ -200,3 +200,12 @@ def check_numbers(values: dict, defaults: dict, what: str) -> None:
             raise ConfigError(f"{what} {name} must be finite, got {value!r}")
         if name in COUNT_NAMES and not isinstance(default, bool) and value < 1:
             raise ConfigError(f"{what} {name} must be >= 1, got {value!r}")
+
+
+def check_recipe(values: Mapping[str, object]) -> None:
+    """A run's recipe overrides: known keys, each a number of its default's type and counts >= 1 (`check_numbers`)."""
+    names = [f.name for f in fields(Recipe)]
+    unknown = sorted(set(values) - set(names))
+    if unknown:
+        raise ConfigError(f"unknown recipe key(s) {', '.join(unknown)}; valid: {', '.join(names)}")
+    check_numbers(dict(values), Recipe().as_dict(), "recipe key")

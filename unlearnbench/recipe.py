@@ -1,19 +1,15 @@
-"""The pretraining recipe: its fields, the shipped recipe files and the check of a run's overrides.
+"""The pretraining recipe: its fields and the shipped recipe files.
 
 Apart from `training.py`, which imports torch and Lightning: `run`, `suite` and `tune` check a `recipe` before
-either is imported (`early_checks`), so `--recipe '{"epochs": -1}'` is refused in well under 2 s.
+either is imported (`early_checks.check_recipe`), so `--recipe '{"epochs": -1}'` is refused in well under 2 s.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import yaml
-
-from unlearnbench.early_checks import check_numbers
-from unlearnbench.errors import ConfigError
 
 #: Shipped inside the package, so a regular (non-editable) install trains with the same recipes.
 RECIPE_DIR = Path(__file__).resolve().parent / "recipes"
@@ -48,12 +44,3 @@ class Recipe:
 
     def as_dict(self) -> dict:
         return asdict(self)
-
-
-def check_recipe(values: Mapping[str, object]) -> None:
-    """A run's recipe overrides: known keys, each a number of its default's type and counts >= 1 (`check_numbers`)."""
-    names = [f.name for f in fields(Recipe)]
-    unknown = sorted(set(values) - set(names))
-    if unknown:
-        raise ConfigError(f"unknown recipe key(s) {', '.join(unknown)}; valid: {', '.join(names)}")
-    check_numbers(dict(values), Recipe().as_dict(), "recipe key")

@@ -52,14 +52,14 @@ from unlearnbench import __version__
 from unlearnbench.config import ConfigError, DamagedFileError, Hardware, RunConfig
 from unlearnbench.console import Reporter
 from unlearnbench.data.validation import VALIDATION_FRACTION
-from unlearnbench.early_checks import check_data_dir, check_names
+from unlearnbench.early_checks import check_data_dir, check_names, check_recipe
 from unlearnbench.evaluation.keys import GAP, gap_keys
 from unlearnbench.evaluation.scoring import avg_gap
 from unlearnbench.hparams import hparams_path
 from unlearnbench.interrupt import raise_if_interrupted
 from unlearnbench.io import write_text_atomic
 from unlearnbench.methods.base import method_arguments
-from unlearnbench.recipe import Recipe, check_recipe
+from unlearnbench.recipe import Recipe
 from unlearnbench.records import RequestRecord
 from unlearnbench.registry import DATASETS, METHODS, STREAMS
 from unlearnbench.search_space import Distribution, Int, sample
