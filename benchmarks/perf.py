@@ -31,8 +31,8 @@ measured in the same script, interleaved, median of the repeats):
        P10a the diagonal Fisher (Σ (g + ε)²), P10b IU's H⁻¹v (Gram matrix, G v, Gᵀc)       [<= 0.10]
 - S1/S2 `unlearnbench --help` / `unlearnbench list` wall time                          [< 1.5 s]
 - S3   a refused `run` (unknown method, `--requests 0`, a config file that is not YAML, a `--data-dir` that does
-       not exist, a misspelt option, a value of the wrong type, an unknown `--oracle`), the slowest of them: wall
-       time, the import of the runner beside it                                       [< 2 s]
+       not exist, a misspelt option, a value of the wrong type, an unknown `--oracle`, a bad `--recipe`), the slowest
+       of them: wall time, the import of the runner beside it                        [< 2 s]
 - S4   a refused `suite` and `tune` (an unknown method, `requests: 0` in a cell or a study, a suite file that is
        not YAML, a misspelt `tune` option, an unknown objective), the slowest of them: wall time, the import of
        the runner beside it                                                           [< 2 s]
@@ -515,6 +515,7 @@ def refusals(root: Path) -> None:
         "misspelt option": ["run", "--method", "finetune", "--request", "2"],
         "wrong type": ["run", "--method", "finetune", "--requests", "two"],
         "unknown --oracle": ["run", "--method", "finetune", "--oracle", "sometimes"],
+        "bad --recipe": ["run", "--method", "finetune", "--recipe", '{"epochs": -1}'],
     }
     _report_refusals("S3", "run", cases)
     (root / "unknown.yaml").write_text(f"out: {root / 'out'}\nmethods: [nosuch]\n")
