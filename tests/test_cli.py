@@ -322,6 +322,7 @@ EARLY_ACCEPTED = [
     ["--method", "salun", "--salun.ratio", "0.3", "--salun.optim.lr=0.1", "--guard", "ewc", "--ewc.ewc_lambda", "1"],
     ["--method", "ga", "--dataset.train_size", "100", "--dataset_args.test_size", "50", "--arch_args.width", "8"],
     ["--config", "{tmp}/salun.yaml", "--salun.ratio", "0.3"],  # the method named by a --config file
+    ["--method", "salun", "--salun", '{"ratio": 0.3}', "--guard", "ewc", "--ewc", "{ewc_lambda: 1}"],  # a group whole
     ["--method", "ga", "--config", "{tmp}/salun.yaml", "--print_config"],
 ]
 

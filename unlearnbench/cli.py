@@ -176,7 +176,7 @@ def _parse_own_options(argv: list[str], given: dict[str, object]):
         alone = not arg.startswith("--") or "=" in arg or i + 1 == len(argv) or argv[i + 1].startswith("--")
         step = 1 if alone else 2  # an option and the value after it, as `_given` reads them
         name = arg[2:].split("=", 1)[0] if arg.startswith("--") else ""
-        if name != "config" and not ("." in name and name.split(".", 1)[0] in groups):
+        if name != "config" and name.split(".", 1)[0] not in groups:  # `--salun.ratio 0.3`, `--salun '{...}'`
             own += argv[i : i + step]
         i += step
     if method is not None and not any(arg == "--method" or arg.startswith("--method=") for arg in own):
