@@ -31,9 +31,11 @@ measured in the same script, interleaved, median of the repeats):
        P10a the diagonal Fisher (Σ (g + ε)²), P10b IU's H⁻¹v (Gram matrix, G v, Gᵀc)       [<= 0.10]
 - S1/S2 `unlearnbench --help` / `unlearnbench list` wall time                          [< 1.5 s]
 - S3   a refused `run` (unknown method, `--requests 0`, a config file that is not YAML, a `--data-dir` that does
-       not exist), the slowest of them: wall time, the import of the runner beside it   [< 2 s]
+       not exist, a misspelt option, a value of the wrong type, an unknown `--oracle`, a bad `--recipe`), the slowest
+       of them: wall time, the import of the runner beside it                        [< 2 s]
 - S4   a refused `suite` and `tune` (an unknown method, `requests: 0` in a cell or a study, a suite file that is
-       not YAML), the slowest of them: wall time, the import of the runner beside it   [< 2 s]
+       not YAML, a misspelt `tune` option, an unknown objective), the slowest of them: wall time, the import of
+       the runner beside it                                                           [< 2 s]
 """
 
 from __future__ import annotations
@@ -510,6 +512,10 @@ def refusals(root: Path) -> None:
         "--requests 0": ["run", "--method", "finetune", "--requests", "0"],
         "bad config": ["run", "--method", "finetune", "--config", str(root / "bad.yaml")],
         "missing --data-dir": ["run", "--method", "finetune", "--data-dir", str(root / "nowhere")],
+        "misspelt option": ["run", "--method", "finetune", "--request", "2"],
+        "wrong type": ["run", "--method", "finetune", "--requests", "two"],
+        "unknown --oracle": ["run", "--method", "finetune", "--oracle", "sometimes"],
+        "bad --recipe": ["run", "--method", "finetune", "--recipe", '{"epochs": -1}'],
     }
     _report_refusals("S3", "run", cases)
     (root / "unknown.yaml").write_text(f"out: {root / 'out'}\nmethods: [nosuch]\n")
@@ -521,6 +527,8 @@ def refusals(root: Path) -> None:
         "tune unknown method": ["tune", "--method", "nosuch"],
         "tune --requests 0": ["tune", "--method", "finetune", "--requests", "0"],
         "tune suite unknown method": ["tune", "--suite", str(root / "unknown.yaml")],
+        "tune misspelt option": ["tune", "--method", "finetune", "--trial", "3"],
+        "tune unknown objective": ["tune", "--method", "finetune", "--objective", "best"],
     }
     _report_refusals("S4", "suite` or `tune", cases)
 

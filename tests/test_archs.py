@@ -15,8 +15,9 @@ from unlearnbench.config import ConfigError, RunConfig
 from unlearnbench.methods.subspace import ProjectedModel
 from unlearnbench.models.blocks import last_blocks, parameter_blocks
 from unlearnbench.models.preresnet import PreActBottleneck
+from unlearnbench.recipe import Recipe
 from unlearnbench.registry import ARCHS, DATASETS, UnknownNameError
-from unlearnbench.training import Recipe, build_model
+from unlearnbench.training import build_model
 
 TIMM_EXAMPLE = "timm:resnet10t"
 NUM_CLASSES = 5
@@ -178,7 +179,7 @@ def test_timm_names_resolve_through_the_registry_and_the_config(tmp_path):
 
 
 def test_every_recipe_file_names_a_registered_dataset_and_arch():
-    from unlearnbench.training import RECIPE_DIR
+    from unlearnbench.recipe import RECIPE_DIR
 
     files = sorted(RECIPE_DIR.glob("*.yaml"))
     assert len(files) >= 13
@@ -243,7 +244,7 @@ def test_a_regular_install_ships_every_recipe(tmp_path):
     import zipfile
     from pathlib import Path
 
-    from unlearnbench.training import RECIPE_DIR
+    from unlearnbench.recipe import RECIPE_DIR
 
     root, source = Path(__file__).resolve().parent.parent, tmp_path / "source"
     source.mkdir()  # a copy, so that the build leaves no build/ or egg-info in the checkout

@@ -181,6 +181,23 @@ EARLY_REFUSALS = [
     (["--method", "ga", "--config", "{tmp}/zero.yaml"], "requests must be >= 1, got 0"),
     (["--config", "{tmp}/method.yaml", "--requests", "0"], "requests must be >= 1, got 0"),
     (["--method", "ga", "--requests", "3", "--config", "{tmp}/zero.yaml"], "requests must be >= 1"),  # later wins
+    # the parser's own refusals of `run`'s own options: misspelt, unknown, of the wrong type, of a group not there
+    (["--method", "ga", "--reqests", "2"], "unrecognized arguments: --reqests 2"),
+    (["--method", "ga", "--request", "2"], "unrecognized arguments: --request 2"),
+    (["--method", "ga", "--out", "o", "stray"], "unrecognized arguments: stray"),
+    (["--method", "ga", "--size", "null", "--requests", "x"], 'Parser key "requests": Expected a'),
+    (["--method", "ga", "--download", "maybe"], 'Parser key "download": Expected a'),
+    (["--method", "ga", "--salun.ratio", "0.3"], "unrecognized arguments: --salun.ratio 0.3"),
+    (["--method", "ga", "--ewc.ewc_lambda", "1"], "unrecognized arguments: --ewc.ewc_lambda 1"),  # no --guard ewc
+    (["--config", "{tmp}/method.yaml", "--trials", "3"], "unrecognized arguments: --trials 3"),
+    (["--requests", "2"], "the following arguments are required: method"),
+    (["--method", "ga", "--oracle", "sometimes"], "unknown oracle 'sometimes'; choose one of: retrain, none"),
+    (["--method", "ga", "--mia-protocol", "x"], "unknown mia_protocol 'x'; choose one of: salun, loft"),
+    (["--method", "ga", "--single-shot-baseline", "x"], "unknown single_shot_baseline 'x'; choose one of: "),
+    (["--method", "ga", "--config", "{tmp}/oracle.yaml"], "unknown oracle 'sometimes'"),
+    (["--method", "ga", "--recipe", '{"epochs": -1}'], "recipe key epochs must be >= 1, got -1"),
+    (["--method", "ga", "--recipe", "{epoch: 2}"], "unknown recipe key(s) epoch; valid: epochs, lr, "),
+    (["--method", "ga", "--recipe", "{lr: .nan}"], "recipe key lr must be finite"),
 ]
 
 
@@ -192,6 +209,7 @@ def test_bad_run_options_are_refused_before_torch_and_lightning_are_imported(arg
     (tmp_path / "list.yaml").write_text("- 1\n")
     (tmp_path / "zero.yaml").write_text("requests: 0\n")
     (tmp_path / "method.yaml").write_text("method: finetune\n")
+    (tmp_path / "oracle.yaml").write_text("oracle: sometimes\n")
     argv = ["run", *(arg.replace("{tmp}", str(tmp_path)) for arg in argv), "--out", str(tmp_path / "out")]
     _assert_refused_before_torch(argv, message.replace("{tmp}", str(tmp_path)), tmp_path)
 
@@ -223,6 +241,8 @@ SUITE_REFUSALS = [
     ({"methods": ["ga"], "seeds": [0, 1], "common": {"train_seed": -1}}, "train_seed must be a whole number >= 0"),
     ({"methods": ["ga"], "common": {"logger": "paper"}}, "unknown logger 'paper'"),
     ({"methods": ["ga"], "extra": 1}, "unknown suite key(s) extra"),
+    ({"methods": ["ga"], "common": {"oracle": "sometimes"}}, "unknown oracle 'sometimes'; choose one of: "),
+    ({"methods": ["ga"], "common": {"recipe": {"batch_size": 0}}}, "recipe key batch_size must be >= 1, got 0"),
     ("methods: [ga\n", "cannot read suite"),
 ]
 
@@ -232,6 +252,24 @@ def test_bad_suites_are_refused_before_torch_and_lightning_are_imported(suite, m
     path = tmp_path / "suite.yaml"
     path.write_text(suite if isinstance(suite, str) else yaml_dump({**suite, "out": str(tmp_path / "out")}))
     _assert_refused_before_torch(["suite", str(path), "--check"], message, tmp_path)
+
+
+#: `suite`'s own options and what it says of them.
+SUITE_OPTION_REFUSALS = [
+    (["--chec", "true"], "unrecognized arguments: --chec true"),
+    (["--quiet", "maybe"], 'Parser key "quiet": Expected a'),
+    (["--shard", "3/2"], "--shard takes i/n with 1 <= i <= n"),
+    (["--logger", "paper"], "unknown logger 'paper'"),
+]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"), SUITE_OPTION_REFUSALS, ids=[" ".join(a) for a, _ in SUITE_OPTION_REFUSALS]
+)
+def test_bad_suite_options_are_refused_before_torch_and_lightning_are_imported(argv, message, tmp_path):
+    path = tmp_path / "suite.yaml"
+    path.write_text(yaml_dump({"methods": ["ga"], "out": str(tmp_path / "out")}))
+    _assert_refused_before_torch(["suite", str(path), *argv], message, tmp_path)
 
 
 TUNE_REFUSALS = [
@@ -244,6 +282,14 @@ TUNE_REFUSALS = [
     (["--suite", "{tmp}/nope.yaml"], "tune study of nope on classwise: unknown method 'nope'"),
     (["--suite", "{tmp}/zero.yaml"], "tune study of ga on random: requests must be >= 1, got 0"),
     (["--suite", "{tmp}/broken.yaml"], "cannot read suite"),
+    (["--method", "ga", "--trial", "3"], "unrecognized arguments: --trial 3"),
+    (["--method", "ga", "--trials", "abc"], 'Parser key "trials": Expected a'),
+    (["--method", "ga", "--trials", "0"], "--trials must be at least 1, got 0"),
+    (["--method", "ga", "--objective", "best"], "unknown objective 'best'; choose one of: mean_gap, final_gap"),
+    (["--method", "ga", "--sampler", "grid"], "unknown sampler 'grid'; choose one of: tpe, nsga2"),
+    (["--method", "ga", "--tune-seeds", "0,100"], "tuning seed(s) [0] are evaluation seeds"),
+    (["--method", "ga", "--tune-seeds", "a"], "--tune-seeds takes comma-separated integers"),
+    (["--method", "ga", "--recipe", "{epochs: 0}"], "recipe key epochs must be >= 1, got 0"),
 ]
 
 
@@ -270,7 +316,14 @@ EARLY_ACCEPTED = [
     ["--method", "ga", "--data-dir", "{tmp}", "--size", "1", "--single-shot-every", "0", "--train-seed", "7"],
     ["--method", "ga", "--arch", "timm:resnet18", "--requests", "2"],
     ["--method", "ga", "--config", "{tmp}/zero.yaml", "--requests", "3"],  # the later one wins
-    ["--method", "ga", "--size", "null", "--requests", "x"],  # `x` is left to the parser, which names the type
+    ["--method", "ga", "--size", "null", "--requests", "3", "--oracle", "none", "--download", "--requests", "2"],
+    ["--method", "ga", "--recipe", '{"lr": 1e-3, "epochs": 2}'],  # the parser reads 1e-3 as a number, as YAML does not
+    # the groups that need the classes are left to the full parse: the method's, the guards', the dataset's, the arch's
+    ["--method", "salun", "--salun.ratio", "0.3", "--salun.optim.lr=0.1", "--guard", "ewc", "--ewc.ewc_lambda", "1"],
+    ["--method", "ga", "--dataset.train_size", "100", "--dataset_args.test_size", "50", "--arch_args.width", "8"],
+    ["--config", "{tmp}/salun.yaml", "--salun.ratio", "0.3"],  # the method named by a --config file
+    ["--method", "salun", "--salun", '{"ratio": 0.3}', "--guard", "ewc", "--ewc", "{ewc_lambda: 1}"],  # a group whole
+    ["--method", "ga", "--config", "{tmp}/salun.yaml", "--print_config"],
 ]
 
 
@@ -279,6 +332,7 @@ def test_the_early_checks_refuse_nothing_the_parser_would_take(argv, tmp_path):
     from unlearnbench.cli import _check_early
 
     (tmp_path / "zero.yaml").write_text("requests: 0\n")
+    (tmp_path / "salun.yaml").write_text("method: salun\nsalun: {ratio: 0.3}\nguards: [ewc]\nrequests: 2\n")
     _check_early([arg.replace("{tmp}", str(tmp_path)) for arg in argv])
 
 

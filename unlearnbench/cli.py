@@ -138,7 +138,14 @@ _UNREAD = object()
 
 def _check_early(argv: list[str]) -> None:
     """What the run's options alone decide (`unlearnbench.early_checks`): refused before torch is imported."""
-    from unlearnbench.early_checks import check_data_dir, check_names, check_run_numbers
+    from unlearnbench.early_checks import (
+        CHOICES,
+        check_data_dir,
+        check_names,
+        check_recipe,
+        check_run_choices,
+        check_run_numbers,
+    )
 
     given = _given(argv)
     if {"help", "print_config"} & set(given) or "-h" in argv:  # they print and exit: nothing runs
@@ -146,8 +153,38 @@ def _check_early(argv: list[str]) -> None:
     check_names(given)
     values = {name: _early_value(given[name], kind) for name, kind in EARLY_OPTIONS.items() if name in given}
     check_run_numbers({name: value for name, value in values.items() if value is not _UNREAD})
+    check_run_choices({name: given[name] for name in CHOICES if name in given})
     download = values.get("download", False)
     check_data_dir(given.get("data_dir"), download is True)
+    check_recipe(_parse_own_options(argv, given).recipe)  # the command line's, read as the parser reads it
+
+
+def _parse_own_options(argv: list[str], given: dict[str, object]):
+    """The command line's options of `run` itself parsed by the parser `run` builds, less the groups that need the
+    classes (a method's, a guard's, the dataset's and the arch's arguments, left to the full parse): a misspelt or
+    unknown option (`--reqests 2`), a value of the wrong type (`--requests abc`) and an option of a group that is not
+    there (`--salun.ratio` beside `--method finetune`) are refused with the parser's own words before torch is
+    imported. The --config files are left to the full parse: their method and guard sections are groups. Returns
+    the parsed options, the --config files' left out (a run's record among them stands for its options, replayed)."""
+    guards, argv = _chosen_guards(_replayed_records(argv))
+    argv = _argument_groups(argv)
+    method = _chosen(given, "method")
+    groups = {"dataset_args", "arch_args", *guards, *([method] if method else [])}
+    own, i = [], 0
+    while i < len(argv):
+        arg = argv[i]
+        alone = not arg.startswith("--") or "=" in arg or i + 1 == len(argv) or argv[i + 1].startswith("--")
+        step = 1 if alone else 2  # an option and the value after it, as `_given` reads them
+        name = arg[2:].split("=", 1)[0] if arg.startswith("--") else ""
+        if name != "config" and name.split(".", 1)[0] not in groups:  # `--salun.ratio 0.3`, `--salun '{...}'`
+            own += argv[i : i + step]
+        i += step
+    if method is not None and not any(arg == "--method" or arg.startswith("--method=") for arg in own):
+        own += ["--method", method]  # named by a --config file, which this parse leaves out
+    try:
+        return run_parser(None, (), None, None).parse_args(own)
+    except JsonArgumentError as error:
+        raise UsageError(str(error)) from error
 
 
 #: `--dataset.train_size 100` and `--arch.width 16` (as issues and older docs spell them) are parsed as
@@ -193,8 +230,10 @@ def _chosen_guards(argv: list[str]) -> tuple[list[str], list[str]]:
 
 
 def run_parser(
-    method: str | None, guards: list[str] = (), dataset: str = "digits", arch: str = "smallcnn"
+    method: str | None, guards: list[str] = (), dataset: str | None = "digits", arch: str | None = "smallcnn"
 ) -> ArgumentParser:
+    """`run`'s parser with the groups of `method`, `guards`, `dataset` and `arch`; with none of them (None, ()) it
+    holds `run`'s own options only and imports nothing heavy (`_parse_own_options`)."""
     from unlearnbench.registry import METHODS, STREAMS
 
     parser = command_parser(
@@ -207,9 +246,9 @@ def run_parser(
         "--method",
         type=str,
         required=True,
-        help=f"one of: {', '.join(METHODS.names())}; its hyperparameters: run --method NAME --help",
+        help=f"one of: {', '.join(METHODS.catalog())}; its hyperparameters: run --method NAME --help",
     )
-    parser.add_argument("--stream", type=str, default="classwise", help=f"one of: {', '.join(STREAMS.names())}")
+    parser.add_argument("--stream", type=str, default="classwise", help=f"one of: {', '.join(STREAMS.catalog())}")
     _add_data_arguments(parser, dataset, arch)
     _add_stream_arguments(parser)
     _add_protocol_arguments(parser)
@@ -219,7 +258,7 @@ def run_parser(
     from unlearnbench.registry import GUARDS
 
     parser.add_argument(
-        "--guards", type=list[str], default=[], help=f"--guard NAME (repeatable, or a,b): {', '.join(GUARDS.names())}"
+        "--guards", type=list[str], default=[], help=f"--guard NAME (repeatable, or a,b): {', '.join(GUARDS.catalog())}"
     )
     for guard in guards:
         parser.add_class_arguments(GUARDS.get(guard), nested_key=guard, help=f"arguments of guard {guard}")
@@ -381,7 +420,7 @@ def _add_output_arguments(parser: ArgumentParser) -> None:
         "--logger",
         type=str,
         default="csv",
-        help=f"one of: {', '.join(LOGGERS.names())} (csv, the default, writes into the run directory)",
+        help=f"one of: {', '.join(LOGGERS.catalog())} (csv, the default, writes into the run directory)",
     )
     parser.add_argument("--recipe", type=dict, default={}, help="overrides of the pretraining/oracle recipe")
     parser.add_argument(
@@ -621,34 +660,21 @@ def cmd_list(argv: list[str]) -> int:
     return 0
 
 
-#: The options of `suite` and `tune` that take a value (the others are flags): how their early checks find the file.
-VALUED_OPTIONS = ("--out", "--logger", "--shard", "--quiet", "--storage")
-
-
-def _positional(argv: list[str]) -> str | None:
-    """The first argument that is neither an option nor an option's value (`suite`'s file)."""
-    i = 0
-    while i < len(argv):
-        if argv[i] in VALUED_OPTIONS:
-            i += 2
-        elif argv[i].startswith("-"):
-            i += 1
-        else:
-            return argv[i]
-    return None
-
-
 def _asks_for_help(argv: list[str]) -> bool:
     return bool({"-h", "--help", "--print_config"} & set(argv))
 
 
 def cmd_suite(argv: list[str]) -> int:
-    from unlearnbench.grid import check_suite_file
+    from unlearnbench.grid import check_suite_file, parse_shard, suite_parser
 
-    path = _positional(argv)
-    if path is not None and not _asks_for_help(argv):  # the suite's names and numbers, before torch is imported
-        given = _given([arg for arg in argv if arg != path])
-        check_suite_file(Path(path), given.get("out"), given.get("logger"))
+    if not _asks_for_help(argv):  # the options, the suite's names and numbers, before torch is imported
+        try:
+            args = suite_parser().parse_args(argv)
+        except JsonArgumentError as error:
+            raise UsageError(str(error)) from error
+        if args.shard:
+            parse_shard(args.shard)
+        check_suite_file(args.suite, args.out, args.logger)
     from unlearnbench.suite import suite_command
 
     return suite_command(argv)
@@ -665,10 +691,18 @@ TUNE_EARLY_OPTIONS = ("method", "stream", "dataset", "arch", "requests", "size")
 
 
 def cmd_tune(argv: list[str]) -> int:
-    from unlearnbench.early_checks import check_data_dir, check_run_options
+    from unlearnbench.early_checks import check_data_dir, check_recipe, check_run_options
     from unlearnbench.grid import check_tune_file
+    from unlearnbench.tune_options import check_study_settings, tune_parser, tune_seeds
 
-    if not _asks_for_help(argv):  # names, numbers and a tune suite's file, before torch is imported
+    if not _asks_for_help(argv):  # the options, names, numbers and a tune suite's file, before torch is imported
+        try:
+            args = tune_parser().parse_args(argv)
+        except JsonArgumentError as error:
+            raise UsageError(str(error)) from error
+        seeds = tune_seeds(args.tune_seeds)
+        check_study_settings(args.objective, args.sampler, args.pruner, args.trials, args.heartbeat, seeds)
+        check_recipe(args.recipe)
         given = _given(argv)
         if given.get("suite") is not None and given.get("method") is None:  # both: `tune_specs` says which to drop
             check_tune_file(Path(str(given["suite"])))

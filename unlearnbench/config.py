@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import math
 import typing
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -12,12 +11,15 @@ from typing import Literal
 
 from unlearnbench.data.cache import check_dataset_args
 from unlearnbench.early_checks import (
+    CHOICES,
     QUANTIZATION_BITS,
     SEED_PARTS,
     check_folder_part,
+    check_numbers,
+    check_recipe,
+    check_run_choices,
     check_run_numbers,
     is_int,
-    is_number,
 )
 from unlearnbench.errors import ConfigError, DamagedFileError
 from unlearnbench.evaluation.keys import load_metric_plugins, user_gap_metrics
@@ -29,7 +31,7 @@ from unlearnbench.records import RunIdentity
 from unlearnbench.registry import ARCHS, DATASETS, GUARDS, LOGGERS, METHODS, STREAMS, UnknownNameError
 from unlearnbench.rundir import identity_hash
 from unlearnbench.streams.kinds import StreamError
-from unlearnbench.training import Recipe, check_arch_args
+from unlearnbench.training import check_arch_args
 
 __all__ = ["ConfigError", "DamagedFileError", "Hardware", "RunConfig", "check_numbers"]
 
@@ -175,25 +177,11 @@ class RunConfig:
             check_arch_args(self.arch, self.arch_args)
         except ValueError as error:  # DatasetError or the arch check's: bad arguments, found before loading
             raise ConfigError(str(error)) from None
-        if self.oracle not in ("retrain", "none"):
-            raise ConfigError(f"unknown oracle {self.oracle!r}; choose one of: retrain, none")
-        if self.split not in ("test", "validation"):
-            raise ConfigError(f"unknown split {self.split!r}; choose one of: test, validation")
-        if self.single_shot_baseline not in SINGLE_SHOT_BASELINES:
-            raise ConfigError(
-                f"unknown single_shot_baseline {self.single_shot_baseline!r}; choose one of: "
-                f"{', '.join(SINGLE_SHOT_BASELINES)}"
-            )
-        if self.mia_protocol not in ("salun", "loft"):
-            raise ConfigError(f"unknown mia_protocol {self.mia_protocol!r}; choose one of: salun, loft")
+        check_run_choices({name: getattr(self, name) for name in CHOICES})
         if self.logger not in LOGGERS:
             raise ConfigError(f"unknown logger {self.logger!r}; choose one of: {', '.join(LOGGERS.names())}")
         LOGGERS.get(self.logger).check_environment()
-        unknown_recipe = sorted(set(self.recipe) - {f.name for f in fields(Recipe)})
-        if unknown_recipe:
-            raise ConfigError(
-                f"unknown recipe key(s) {', '.join(unknown_recipe)}; valid: {', '.join(f.name for f in fields(Recipe))}"
-            )
+        check_recipe(self.recipe)
         served = getattr(METHODS.get(self.method), "streams", None)
         if served is not None and self.stream not in served:
             raise ConfigError(
@@ -230,7 +218,6 @@ class RunConfig:
         defaults = {name: p.default for name, p in flat_parameters(method).items()}
         check_numbers(flat_arguments(method, self.method_args), defaults, f"method {self.method!r} argument")
         check_ranges(method, self.resolved_method_args(), f"method {self.method!r} argument")
-        check_numbers(self.recipe, Recipe().as_dict(), "recipe key")
         for guard, args in self.guard_args.items():
             defaults = {name: p.default for name, p in inspect.signature(GUARDS.get(guard)).parameters.items()}
             check_numbers(args, defaults, f"guard {guard!r} argument")
@@ -378,10 +365,6 @@ class RunConfig:
         return data
 
 
-#: `--single-shot-baseline`: which counterfactuals the forward-failure gain is measured against
-SINGLE_SHOT_BASELINES = ("single_task", "cumulative", "both")
-
-
 #: The longest file or folder name (bytes) and the longest path the usual file systems (ext4, xfs, APFS) take.
 NAME_MAX, PATH_MAX = 255, 4096
 #: Room left in a path for what goes inside an output folder: a run directory's name and its longest file's.
@@ -409,14 +392,6 @@ def scheduled(t: int, requests: int, every: int) -> bool:
     return t % every == 0 or t == requests
 
 
-def _numeric(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
 def _valid_devices(devices: object) -> bool:
     """What Lightning's `devices=` accepts: a count >= 1, -1 (every device), "auto", or device ids ("0,1")."""
     if is_int(devices):
@@ -428,33 +403,3 @@ def _valid_devices(devices: object) -> bool:
     text = devices.strip()
     ids = [part.strip() for part in text.strip("[]").split(",") if part.strip()]
     return text in ("auto", "-1") or ("," in text and bool(ids) and all(part.isdigit() for part in ids))
-
-
-#: Hyperparameters that count something: at least 1 (a batch of 0, a fit of no step; Lightning reads epochs -1 as
-#: "train forever").
-COUNT_NAMES = ("epochs", "batch_size", "steps")
-
-
-def check_numbers(values: dict, defaults: dict, what: str) -> None:
-    """A number where the default is a number (finite), a flag where it is a flag, counts in range.
-
-    YAML reads `1e-4` (no dot) and `1.0e4` (no exponent sign) as text; uncaught, such a value
-    fails only when unlearning starts, after the pretrained model and the oracles were trained.
-    """
-    for name, value in values.items():
-        default = defaults.get(name)
-        if isinstance(default, bool):
-            expected, ok = "true or false", isinstance(value, bool)
-        elif isinstance(default, int):
-            expected, ok = "a whole number", is_int(value)
-        elif isinstance(default, float):
-            expected, ok = "a number", is_number(value)
-        else:
-            continue
-        if not ok:
-            hint = " (YAML reads 1e-4 as text: write 1.0e-4)" if isinstance(value, str) and _numeric(value) else ""
-            raise ConfigError(f"{what} {name} must be {expected}, got {value!r}{hint}")
-        if not math.isfinite(value):
-            raise ConfigError(f"{what} {name} must be finite, got {value!r}")
-        if name in COUNT_NAMES and not isinstance(default, bool) and value < 1:
-            raise ConfigError(f"{what} {name} must be >= 1, got {value!r}")

@@ -13,14 +13,25 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import fields
 from pathlib import Path
 
 from unlearnbench.errors import ConfigError, excerpt
+from unlearnbench.recipe import Recipe
 
 #: The run's options that are seeds: the whole one, and the parts that may be set apart (`--train-seed`...).
 SEED_PARTS = ("train_seed", "unlearn_seed", "stream_seed")
 #: The registered name each option of a run names, by option (the registry's attribute in `unlearnbench.registry`).
 NAMED_OPTIONS = {"method": "METHODS", "stream": "STREAMS", "dataset": "DATASETS", "arch": "ARCHS", "logger": "LOGGERS"}
+#: `--single-shot-baseline`: which counterfactuals the forward-failure gain is measured against
+SINGLE_SHOT_BASELINES = ("single_task", "cumulative", "both")
+#: The run's options that take one of a few words, and those words (the first is the default).
+CHOICES = {
+    "oracle": ("retrain", "none"),
+    "single_shot_baseline": SINGLE_SHOT_BASELINES,
+    "mia_protocol": ("salun", "loft"),
+    "split": ("test", "validation"),
+}
 #: The weight widths `--quantize-bits` may name (`evaluation.quantization`): int8 and 4-bit, as Zhang et al. (2024).
 QUANTIZATION_BITS = (8, 4)
 
@@ -35,6 +46,17 @@ def check_run_options(options: Mapping[str, object]) -> None:
         if guard not in GUARDS.catalog():
             raise ConfigError(f"unknown guard {excerpt(guard)}; choose one of: {', '.join(GUARDS.catalog())}")
     check_run_numbers(options)
+    check_run_choices(options)
+    recipe = options.get("recipe")
+    if isinstance(recipe, Mapping):  # anything else is the parser's or the schema's to refuse, naming the type
+        check_recipe(recipe)
+
+
+def check_run_choices(values: Mapping[str, object]) -> None:
+    """The options that take one of a few words (`CHOICES`), among `values`; those absent pass."""
+    for name, choices in CHOICES.items():
+        if name in values and values[name] not in choices:
+            raise ConfigError(f"unknown {name} {excerpt(values[name])}; choose one of: {', '.join(choices)}")
 
 
 def is_int(value: object) -> bool:
@@ -140,3 +162,50 @@ def check_names(values: Mapping[str, object]) -> None:
         raise ConfigError(
             f"unknown {known.kind} {excerpt(name)}; choose one of: {', '.join(known.catalog())}{families}"
         )
+
+
+def _numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+#: Hyperparameters that count something: at least 1 (a batch of 0, a fit of no step; Lightning reads epochs -1 as
+#: "train forever").
+COUNT_NAMES = ("epochs", "batch_size", "steps")
+
+
+def check_numbers(values: dict, defaults: dict, what: str) -> None:
+    """A number where the default is a number (finite), a flag where it is a flag, counts in range.
+
+    YAML reads `1e-4` (no dot) and `1.0e4` (no exponent sign) as text; uncaught, such a value
+    fails only when unlearning starts, after the pretrained model and the oracles were trained.
+    """
+    for name, value in values.items():
+        default = defaults.get(name)
+        if isinstance(default, bool):
+            expected, ok = "true or false", isinstance(value, bool)
+        elif isinstance(default, int):
+            expected, ok = "a whole number", is_int(value)
+        elif isinstance(default, float):
+            expected, ok = "a number", is_number(value)
+        else:
+            continue
+        if not ok:
+            hint = " (YAML reads 1e-4 as text: write 1.0e-4)" if isinstance(value, str) and _numeric(value) else ""
+            raise ConfigError(f"{what} {name} must be {expected}, got {value!r}{hint}")
+        if not math.isfinite(value):
+            raise ConfigError(f"{what} {name} must be finite, got {value!r}")
+        if name in COUNT_NAMES and not isinstance(default, bool) and value < 1:
+            raise ConfigError(f"{what} {name} must be >= 1, got {value!r}")
+
+
+def check_recipe(values: Mapping[str, object]) -> None:
+    """A run's recipe overrides: known keys, each a number of its default's type and counts >= 1 (`check_numbers`)."""
+    names = [f.name for f in fields(Recipe)]
+    unknown = sorted(set(values) - set(names))
+    if unknown:
+        raise ConfigError(f"unknown recipe key(s) {', '.join(unknown)}; valid: {', '.join(names)}")
+    check_numbers(dict(values), Recipe().as_dict(), "recipe key")

@@ -400,3 +400,32 @@ def check_tune_file(path: Path) -> None:
             raise ConfigError(
                 f"tune study of {study['method']} on {study.get('stream', 'classwise')}: {error}"
             ) from None
+
+
+def suite_parser():
+    """`unlearnbench suite`'s options, built without torch: `cmd_suite` parses the command line with it before the
+    suite file is read, so a misspelt option (`--chec`) is refused in well under 2 s, as a bad cell is."""
+    from unlearnbench.parsers import command_parser  # looked up at each call, as the docs' option test replaces it
+    from unlearnbench.registry import LOGGERS
+
+    parser = command_parser("suite", "Run a grid of runs, then build the leaderboard.")
+    parser.add_argument(
+        "suite", type=Path, help="suite YAML file (schema: docs/reporting.md, Suites; code: unlearnbench/grid.py)"
+    )
+    parser.add_argument(
+        "--out", type=Path | None, default=None, help="folder of run directories (overrides the suite's)"
+    )
+    parser.add_argument(
+        "--logger",
+        type=str | None,
+        default=None,
+        help=f"one of: {', '.join(LOGGERS.catalog())} (overrides the suite's)",
+    )
+    parser.add_argument("--quiet", type=bool, default=False)
+    parser.add_argument("--shard", type=str | None, default=None, help="i/n: run only shard i of n (job arrays)")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="resolve every cell and print the grid; load no dataset, run and write nothing",
+    )
+    return parser

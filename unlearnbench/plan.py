@@ -23,10 +23,10 @@ from unlearnbench.data.base import data_root
 from unlearnbench.evaluation.keys import BROKEN_METRIC_PLUGINS, METRIC_KEYS
 from unlearnbench.grid import HARDWARE_KEYS, SuiteError, cell_label, cell_options, select_shard
 from unlearnbench.methods.base import UnlearningMethod
+from unlearnbench.recipe import Recipe
 from unlearnbench.records import RunIdentity
 from unlearnbench.registry import METHODS, STREAMS
 from unlearnbench.rundir import RunDirectory, refuse_a_run_missing_metrics
-from unlearnbench.training import Recipe
 
 
 @dataclass(frozen=True)

@@ -106,7 +106,7 @@ def numeric_parameters(cls: type) -> list[str]:
 
 
 def check_ranges(cls: type, values: Mapping[str, object], what: str) -> None:
-    """ConfigError naming the range for the first value outside it (types are `config.check_numbers`' job)."""
+    """ConfigError naming the range for the first value outside it (types are `early_checks.check_numbers`' job)."""
     ranges = valid_ranges(cls)
     for name, value in values.items():
         valid = ranges.get(name)

@@ -63,7 +63,7 @@ from typing import Any
 
 from unlearnbench.config import ConfigError, RunConfig
 from unlearnbench.early_checks import check_data_dir
-from unlearnbench.grid import SuiteError, cell_label, load_suite, parse_shard, select_shard
+from unlearnbench.grid import SuiteError, cell_label, load_suite, parse_shard, select_shard, suite_parser
 from unlearnbench.interrupt import Interrupted
 from unlearnbench.plan import Cell, check_suite
 
@@ -218,26 +218,8 @@ def suite_command(argv: list[str]) -> int:
     from jsonargparse import ArgumentError
 
     from unlearnbench.console import Reporter, quiet_lightning_info, silence_library_warnings
-    from unlearnbench.parsers import command_parser
-    from unlearnbench.registry import LOGGERS
 
-    parser = command_parser("suite", "Run a grid of runs, then build the leaderboard.")
-    parser.add_argument(
-        "suite", type=Path, help="suite YAML file (schema: docs/reporting.md, Suites; code: unlearnbench/grid.py)"
-    )
-    parser.add_argument(
-        "--out", type=Path | None, default=None, help="folder of run directories (overrides the suite's)"
-    )
-    parser.add_argument(
-        "--logger", type=str | None, default=None, help=f"one of: {', '.join(LOGGERS.names())} (overrides the suite's)"
-    )
-    parser.add_argument("--quiet", type=bool, default=False)
-    parser.add_argument("--shard", type=str | None, default=None, help="i/n: run only shard i of n (job arrays)")
-    parser.add_argument(
-        "--check",
-        action="store_true",
-        help="resolve every cell and print the grid; load no dataset, run and write nothing",
-    )
+    parser = suite_parser()
     try:
         args = parser.parse_args(argv)
     except ArgumentError as error:

@@ -11,57 +11,21 @@ import copy
 import inspect
 import logging
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields, replace
-from pathlib import Path
+from dataclasses import replace
 
 import lightning as L
 import numpy as np
 import torch
 import torch.nn.functional as F
-import yaml
 from torch import Tensor, nn
 
 from unlearnbench.data.base import Batch, ImageDataset
 from unlearnbench.lean_module import LeanModule
+from unlearnbench.recipe import Recipe
 from unlearnbench.registry import ARCHS
 from unlearnbench.store import finite_state
 
 _log = logging.getLogger(__name__)
-
-#: Shipped inside the package, so a regular (non-editable) install trains with the same recipes.
-RECIPE_DIR = Path(__file__).resolve().parent / "recipes"
-
-
-@dataclass(frozen=True)
-class Recipe:
-    """SGD with momentum and a cosine learning-rate schedule: the seed papers' recipe family."""
-
-    epochs: int = 30
-    lr: float = 0.05
-    batch_size: int = 64
-    momentum: float = 0.9
-    weight_decay: float = 5e-4
-
-    @staticmethod
-    def path_for(dataset: str, arch: str) -> Path:
-        """Where the recipe of a (dataset, arch) lives: `unlearnbench/recipes/<dataset>-<arch>.yaml`."""
-        return RECIPE_DIR / f"{dataset}-{arch}.yaml"
-
-    @classmethod
-    def for_setting(cls, dataset: str, arch: str) -> Recipe:
-        """The setting's recipe file (`path_for`) if it exists, else the defaults above."""
-        path = cls.path_for(dataset, arch)
-        if not path.exists():
-            return cls()
-        values = yaml.safe_load(path.read_text()) or {}
-        unknown = set(values) - {f.name for f in fields(cls)}
-        if unknown:
-            raise ValueError(f"{path.name}: unknown recipe keys {sorted(unknown)}")
-        return cls(**values)
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
 
 #: Arch factory parameters the dataset fixes; the others (`smallcnn`'s `width`) are arch arguments.
 DATASET_FIXED_PARAMETERS = ("num_classes", "in_channels", "input_size")

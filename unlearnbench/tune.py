@@ -44,7 +44,6 @@ import time
 import warnings
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import yaml
 from filelock import FileLock
@@ -53,32 +52,24 @@ from unlearnbench import __version__
 from unlearnbench.config import ConfigError, DamagedFileError, Hardware, RunConfig
 from unlearnbench.console import Reporter
 from unlearnbench.data.validation import VALIDATION_FRACTION
-from unlearnbench.early_checks import check_data_dir, check_names
+from unlearnbench.early_checks import check_data_dir, check_names, check_recipe
 from unlearnbench.evaluation.keys import GAP, gap_keys
 from unlearnbench.evaluation.scoring import avg_gap
 from unlearnbench.hparams import hparams_path
 from unlearnbench.interrupt import raise_if_interrupted
 from unlearnbench.io import write_text_atomic
 from unlearnbench.methods.base import method_arguments
+from unlearnbench.recipe import Recipe
 from unlearnbench.records import RequestRecord
 from unlearnbench.registry import DATASETS, METHODS, STREAMS
 from unlearnbench.search_space import Distribution, Int, sample
 from unlearnbench.streams.base import StreamError
-from unlearnbench.training import Recipe
+from unlearnbench.tune_options import DEFAULT_TUNE_SEEDS, check_study_settings, tune_parser, tune_seeds
 
-if TYPE_CHECKING:  # imported where the parser is built: `unlearnbench --help` stays fast
-    from jsonargparse import ArgumentParser
-
-#: Seeds of the reported runs (`run`'s default and the suites'): tuning streams must use others.
-EVALUATION_SEEDS = (0, 1, 2)
-DEFAULT_TUNE_SEEDS = (100, 101)
 #: The unlearning epochs cap as a fraction of the pretraining recipe's epochs (DeepUnlearn's rule).
 EPOCH_FRACTION = 0.2
 #: The study database's name in the tune directory when `--storage` names none.
 DEFAULT_DATABASE = "studies.db"
-OBJECTIVES = ("mean_gap", "final_gap")
-SAMPLERS = ("tpe", "nsga2")
-PRUNERS = ("median", "none")
 #: The worst Avg.Gap possible (accuracies and member rates are percentages): a diverged request's score.
 WORST_GAP = 100.0
 FORGET_SIDE = ("forget_acc", "mia_member_rate", "forget_test_acc")
@@ -122,33 +113,11 @@ class TuneSpec:
             raise ConfigError(f"unknown method {self.method!r}; choose one of: {', '.join(METHODS.names())}")
         if not METHODS.get(self.method).search_space:
             raise ConfigError(f"method {self.method!r} declares no search_space; it cannot be tuned")
-        for name, value, choices in (
-            ("objective", self.objective, OBJECTIVES),
-            ("sampler", self.sampler, SAMPLERS),
-            ("pruner", self.pruner, PRUNERS),
-        ):
-            if value not in choices:
-                raise ConfigError(f"unknown {name} {value!r}; choose one of: {', '.join(choices)}")
-        if self.trials < 1:
-            raise ConfigError(f"--trials must be at least 1, got {self.trials}")
-        if self.heartbeat < 1:
-            raise ConfigError(f"--heartbeat must be at least 1 second, got {self.heartbeat}")
-        if not self.tune_seeds or len(set(self.tune_seeds)) != len(self.tune_seeds):
-            raise ConfigError(f"--tune-seeds must be distinct seeds, got {list(self.tune_seeds)}")
-        overlap = sorted(set(self.tune_seeds) & set(EVALUATION_SEEDS))
-        if overlap:
-            raise ConfigError(
-                f"tuning seed(s) {overlap} are evaluation seeds {list(EVALUATION_SEEDS)}: tuning on the streams "
-                f"that are reported would leak; choose others (default {list(DEFAULT_TUNE_SEEDS)})"
-            )
+        check_study_settings(self.objective, self.sampler, self.pruner, self.trials, self.heartbeat, self.tune_seeds)
         storage = self.storage_url
         if "://" not in storage:
             raise ConfigError(f"--storage must be a database URL (sqlite:///path, postgresql://...), got {storage!r}")
-        unknown = sorted(set(self.recipe) - {f.name for f in fields(Recipe)})
-        if unknown:  # before anything reads the recipe's epochs
-            raise ConfigError(
-                f"unknown recipe key(s) {', '.join(unknown)}; valid: {', '.join(f.name for f in fields(Recipe))}"
-            )
+        check_recipe(self.recipe)  # before anything reads the recipe's epochs
         check_data_dir(self.data_dir, download=False)
         for seed in self.tune_seeds:
             self.run_config(seed, {}).validate()  # names, output folders
@@ -576,52 +545,6 @@ def suite_specs(suite: dict, out: Path | None = None, storage: str | None = None
     return specs
 
 
-def _seeds(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(part) for part in str(text).strip("[]() ").split(",") if part.strip())
-    except ValueError:
-        raise ConfigError(f"--tune-seeds takes comma-separated integers (e.g. 100,101), got {text!r}") from None
-
-
-def tune_parser() -> ArgumentParser:
-    """`unlearnbench tune`'s options: one study's settings (or a tune suite file), its budget and its storage."""
-    from unlearnbench.parsers import command_parser
-
-    parser = command_parser("tune", "Tune a method's hyperparameters on validation streams.")
-    parser.add_argument("--suite", type=Path | None, default=None, help="tune suite YAML (every method, equal budget)")
-    parser.add_argument("--method", type=str | None, default=None, help=f"one of: {', '.join(METHODS.names())}")
-    parser.add_argument("--stream", type=str, default="classwise", help=f"one of: {', '.join(STREAMS.names())}")
-    parser.add_argument("--dataset", type=str, default="digits")
-    parser.add_argument("--data_dir", "--data-dir", type=Path | None, default=None)
-    parser.add_argument(
-        "--dataset_args", type=dict, default={}, help='e.g. {"train_size": 1000} (as `run --dataset.*`)'
-    )
-    parser.add_argument("--arch", type=str, default="smallcnn")
-    parser.add_argument("--arch_args", type=dict, default={}, help='e.g. {"width": 32, "pools": 2} (as `run --arch.*`)')
-    parser.add_argument("--requests", type=int, default=5, help="requests T of each tuning stream")
-    parser.add_argument("--size", type=float | None, default=None)
-    parser.add_argument("--recipe", type=dict, default={}, help="overrides of the pretraining/oracle recipe")
-    parser.add_argument("--trials", type=int, default=30, help="trials per method (the same for every method)")
-    parser.add_argument(
-        "--tune_seeds", "--tune-seeds", type=str, default="100,101", help="stream seeds tuned on (never 0, 1, 2)"
-    )
-    parser.add_argument("--objective", type=str, default="mean_gap", help=f"one of: {', '.join(OBJECTIVES)}")
-    parser.add_argument("--sampler", type=str, default="tpe", help="tpe (default) or nsga2 (two objectives)")
-    parser.add_argument("--pruner", type=str, default="median", help="median (default) or none")
-    parser.add_argument("--out", type=Path | None, default=None, help="tune directory (default tuned/)")
-    parser.add_argument("--storage", type=str | None, default=None, help="RDB URL (default sqlite:///OUT/studies.db)")
-    parser.add_argument("--store", type=Path | None, default=None, help="model store (default OUT/store)")
-    parser.add_argument("--heartbeat", type=int, default=60, help="seconds between a trial's heartbeats")
-    parser.add_argument("--sampler_seed", "--sampler-seed", type=int | None, default=None)
-    parser.add_argument("--accelerator", type=str, default="auto")
-    parser.add_argument("--devices", type=int | str, default=1)
-    parser.add_argument("--precision", type=str, default="32-true")
-    parser.add_argument(
-        "--quiet", type=bool, nargs="?", const=True, default=False, help="only errors and warnings (stderr)"
-    )
-    return parser
-
-
 def tune_specs(args) -> list[TuneSpec]:
     """The studies the parsed options ask for: every method of a tune suite, or the one `--method`."""
     if args.suite is not None:
@@ -636,7 +559,9 @@ def tune_specs(args) -> list[TuneSpec]:
     mappings = {name: dict(options[name]) for name in ("dataset_args", "arch_args", "recipe")}
     hardware = Hardware(args.accelerator, args.devices, precision=args.precision)
     out = args.out or Path("tuned")
-    return [TuneSpec(**options | mappings | {"tune_seeds": _seeds(args.tune_seeds), "out": out, "hardware": hardware})]
+    return [
+        TuneSpec(**options | mappings | {"tune_seeds": tune_seeds(args.tune_seeds), "out": out, "hardware": hardware})
+    ]
 
 
 def tune_command(argv: list[str]) -> int:

@@ -73,7 +73,8 @@ from torch import nn
 
 from unlearnbench.data.base import ImageDataset
 from unlearnbench.evaluation.keys import accuracy
-from unlearnbench.training import Recipe, SupervisedClassifier
+from unlearnbench.recipe import Recipe
+from unlearnbench.training import SupervisedClassifier
 
 #: What a `relearn_curve` fit needs of the runner: a Trainer of `max_steps` steps on one device, with `callbacks`.
 MakeTrainer = Callable[..., L.Trainer]
