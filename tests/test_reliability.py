@@ -27,6 +27,8 @@ from unlearnbench.cli import main
 from unlearnbench.config import ConfigError
 from unlearnbench.evaluation.keys import TIMING_KEYS
 from unlearnbench.interrupt import Interrupted, interruptible
+from unlearnbench.methods.base import WeightEdit
+from unlearnbench.registry import METHODS
 from unlearnbench.report.leaderboard import build_leaderboard, collect_runs
 from unlearnbench.rundir import RunDirectory, RunDirectoryBusyError, UntrustedCheckpointError
 from unlearnbench.runner import Runner
@@ -122,6 +124,50 @@ def test_divergence_stops_the_run_and_is_recorded(tmp_path, shared_store, capsys
     assert summary["status"] == "diverged" and summary["diverged_at"] == 1
     assert main(argv) == 3, "a rerun reports the same outcome and does not retry"
     assert len((run_dir / "metrics.jsonl").read_text().splitlines()) == 1
+
+
+def _register_overflowing_head(monkeypatch, overflow_on_call: int) -> None:
+    """A weight edit (`overflow_head`) that, on its `overflow_on_call`-th request served, sets the last linear layer
+    to the largest finite float32: every weight stays finite, the logits overflow to inf."""
+    monkeypatch.setattr(METHODS, "_entries", dict(METHODS._entries))
+    calls = []
+
+    @METHODS.register("overflow_head")
+    class OverflowHead(WeightEdit):
+        def __init__(self, batch_size: int = 64):
+            super().__init__(batch_size=batch_size)
+
+        def unlearn(self, fit) -> None:
+            calls.append(None)
+            if len(calls) == overflow_on_call:
+                head = [m for m in self.model.modules() if isinstance(m, torch.nn.Linear)][-1]
+                with torch.no_grad():
+                    head.weight.fill_(torch.finfo(torch.float32).max)
+                    head.bias.fill_(torch.finfo(torch.float32).max)
+
+
+def test_finite_weights_with_overflowing_logits_diverge_the_request_not_the_process(
+    tmp_path, shared_store, monkeypatch
+):
+    """Found tuning GA on the memorizing tier: the weights stayed finite, the logits did not, and the attacks'
+    classifier raised on them. Such a request diverged: recorded as such, the run stops there, no traceback."""
+    _register_overflowing_head(monkeypatch, overflow_on_call=2)
+    result = Runner.from_config(tiny_config(tmp_path, shared_store, "overflow_head", requests=3)).run()
+    assert result.diverged and result.summary.diverged_at == 2
+    rows = [json.loads(line) for line in (result.run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [row["status"] for row in rows] == ["ok", "diverged"]
+
+
+def test_a_single_shot_counterfactual_with_overflowing_logits_is_recorded_diverged_without_a_gain(
+    tmp_path, shared_store, monkeypatch
+):
+    """Calls 1 and 2 serve requests 1 and 2 continually; call 3 is request 2's single-shot counterfactual."""
+    _register_overflowing_head(monkeypatch, overflow_on_call=3)
+    result = Runner.from_config(tiny_config(tmp_path, shared_store, "overflow_head", single_shot_every=1)).run()
+    assert not result.diverged
+    row = [json.loads(line) for line in (result.run_dir / "metrics.jsonl").read_text().splitlines()][-1]
+    assert row["single_shot"]["diverged"] is True and "forget_acc" not in row["single_shot"]
+    assert row["method"]["forward_gain"] is None
 
 
 def test_a_write_failure_is_one_clear_error_and_earlier_results_stay(tmp_path, shared_store, monkeypatch, capsys):

@@ -475,6 +475,11 @@ class Runner:
         label = f"unlearning {request.t}/{self.stream.num_requests}"
         served = self.fit_request(self.method, self.guards, request, label, logged=True)
         self.last_update = served.pop("update")  # (layout, u_t), stored by run()
+        # Scored by the leader (`_serve_request`); logits that overflowed mean the request diverged, as a
+        # non-finite loss or weight does.
+        self.method_logits = self.logits(self.method) if self.nodes.leader else None
+        if self.method_logits is not None and not self.method_logits.finite:
+            served["diverged"] = True
         return served
 
     def fit_request(self, method: UnlearningMethod, guards: list, request: Request, label: str, logged: bool) -> dict:
@@ -590,8 +595,11 @@ class Runner:
             scores = dict(continual_scores)
         else:
             method, timings = served
-            scores = self.score(self.logits(method), request) | {"update_norm": timings["update_norm"]}
-            if timings["diverged"]:
+            logits = self.logits(method)
+            # A counterfactual whose logits overflowed has no accuracies to score: its gain is then None
+            # (`forward_gain`), and the record says it diverged.
+            scores = (self.score(logits, request) if logits.finite else {}) | {"update_norm": timings["update_norm"]}
+            if timings["diverged"] or not logits.finite:
                 scores["diverged"] = True
         scores.pop("history", None)  # the continual run's diagnostic: the single-shot model serves one request
         self.store.save_scores(key, scores)
@@ -768,7 +776,7 @@ class Runner:
         """After the unlearning fit of request t: evaluation (leader), the oracles' and the single-shot fits
         (every node), the scores against them and persistence (leader)."""
         config, t, leader = self.config, request.t, self.nodes.leader
-        method_logits = self.logits(self.method) if leader else None
+        method_logits = self.method_logits  # computed by `serve`, which decided they are finite
         oracles = self.oracles(request) if config.oracle_at(t) else []
         oracle_logits = [self.logits(oracle) for oracle in oracles] if leader else []
         oracle_scores = self.score_oracle(request, oracle_logits) if leader else None

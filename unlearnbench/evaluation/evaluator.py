@@ -18,6 +18,12 @@ class EvalLogits:
     train: np.ndarray
     test: np.ndarray
 
+    @property
+    def finite(self) -> bool:
+        """Whether every logit is finite: finite weights can still overflow (a request's growing weights under
+        gradient ascent), and such logits cannot be scored (the attacks' classifiers refuse them)."""
+        return bool(np.isfinite(self.train).all() and np.isfinite(self.test).all())
+
 
 @torch.inference_mode()
 def _split_logits(model: nn.Module, dataset: ImageDataset, split: ImageSplit, batch_size: int, device) -> np.ndarray:
