@@ -47,8 +47,8 @@ def finished_runs(out: Path) -> tuple[dict[str, dict[str, list[RunDirectory]]], 
             continue
         run = RunDirectory(folder)
         identity, summary = run.identity(), run.summary()
-        if summary.status == "complete":
-            runs[identity.stream][identity.method].append(run)
+        if summary.status == "complete":  # a tuned run (robustness_tuned_fashionmnist_mlp.yaml) is its own row
+            runs[identity.stream][identity.method + (" (tuned)" if identity.tuned else "")].append(run)
         elif summary.status == "diverged":
             diverged.append(
                 f"{identity.method}, {identity.stream}, seed {identity.seed}: diverged at t = {summary.diverged_at}"

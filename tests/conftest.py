@@ -84,3 +84,11 @@ def empty_cwd(tmp_path, monkeypatch) -> Path:
     """A fresh current directory: the suites' relative `out`, `store` and `data_dir` land here, if anywhere."""
     monkeypatch.chdir(tmp_path)
     return tmp_path
+
+
+@pytest.fixture
+def suite_cwd(empty_cwd) -> Path:
+    """`empty_cwd` with the published tuned values (`tuned/`) beside it, as from the repository's root, where the
+    shipped suites are run and name them (`hparams: tuned/...`): a test asserts nothing else is written there."""
+    (empty_cwd / "tuned").symlink_to(Path(__file__).resolve().parent.parent / "tuned")
+    return empty_cwd

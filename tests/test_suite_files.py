@@ -35,7 +35,7 @@ def test_no_datasets_refuses_to_load_but_keeps_known_sizes(no_datasets):
 
 
 @pytest.mark.parametrize("path", SUITE_FILES, ids=lambda path: path.relative_to(ROOT).as_posix())
-def test_suite_file_resolves_without_loading_or_writing(path, empty_cwd, no_datasets):
+def test_suite_file_resolves_without_loading_or_writing(path, suite_cwd, no_datasets):
     suite = load_suite(path)
     check_suite_file(path)  # `unlearnbench suite`'s early checks take every shipped suite
     cells = check_suite(suite)
@@ -43,7 +43,7 @@ def test_suite_file_resolves_without_loading_or_writing(path, empty_cwd, no_data
     assert len(cells) == math.prod(sizes) * (suite.get("unlearn_seeds") or 1)
     assert [cell.position for cell in cells] == sorted(cell.position for cell in cells)  # setting-major
     assert len({cell.run_dir for cell in cells}) == len(cells)
-    assert list(empty_cwd.iterdir()) == []
+    assert [path.name for path in suite_cwd.iterdir()] == ["tuned"]
 
 
 @pytest.mark.parametrize(
@@ -114,16 +114,20 @@ def test_folder_of_classes_has_no_known_size():
     assert getattr(DATASETS.get("imagefolder"), "known_size", None) is None
 
 
-def test_the_published_leaderboard_suite_runs_every_registered_method_on_the_memorizing_tier(empty_cwd, no_datasets):
+def test_the_published_leaderboard_suite_runs_every_registered_method_on_the_memorizing_tier(suite_cwd, no_datasets):
     """docs/leaderboard/ comes from benchmarks/fashionmnist_mlp.yaml: a new method serving both kinds joins it, at its
-    defaults; the 700-image setting whose model memorized nothing is gone."""
+    defaults and with the values its tuning suite chose (one row each); the 700-image setting whose model memorized
+    nothing is gone."""
     from unlearnbench.registry import METHODS
 
     suite = load_suite(ROOT / "benchmarks" / "fashionmnist_mlp.yaml")
+    tuning = load_suite(ROOT / "benchmarks" / "tune_fashionmnist_mlp.yaml")
+    assert suite["settings"] == [{}, {"hparams": tuning["out"]}]
     cells = check_suite(suite)
     both = {name for name in METHODS.names() if METHODS.get(name).streams in (None, ("classwise", "random"))}
     assert {cell.config.method for cell in cells} == both, "a method that serves both stream kinds joins the suite"
     assert all(cell.config.method_args == {} for cell in cells)
+    assert {cell.position[0]: cell.config.hparams is not None for cell in cells} == {1: False, 2: True}
     assert suite["leaderboard"] == "docs/leaderboard"
     assert not (ROOT / "benchmarks" / "fashionmnist.yaml").exists()
 
