@@ -18,6 +18,7 @@ from unlearnbench import known_arguments
 from unlearnbench.cli import _check_early, _option_text, parse_run_args, run_config
 from unlearnbench.data.cache import dataset_parameters
 from unlearnbench.errors import ConfigError
+from unlearnbench.generate_known_arguments import generate
 from unlearnbench.methods.base import group_settings
 from unlearnbench.ranges import flat_parameters, valid_ranges
 from unlearnbench.registry import ARCHS, DATASETS, GUARDS, METHODS
@@ -31,8 +32,8 @@ ENTRIES = [
 
 
 def test_the_file_is_what_the_live_registries_say():
-    """Else: `python -m unlearnbench.known_arguments` after changing a built-in's arguments, ranges or size."""
-    assert json.loads(known_arguments.KNOWN_ARGUMENTS.read_text()) == known_arguments.generate()
+    """Else: `python -m unlearnbench.generate_known_arguments` after changing a built-in's arguments, ranges or size."""
+    assert json.loads(known_arguments.KNOWN_ARGUMENTS.read_text()) == generate()
 
 
 def _json(value: object) -> object:
