@@ -31,8 +31,10 @@ measured in the same script, interleaved, median of the repeats):
        P10a the diagonal Fisher (Σ (g + ε)²), P10b IU's H⁻¹v (Gram matrix, G v, Gᵀc)       [<= 0.10]
 - S1/S2 `unlearnbench --help` / `unlearnbench list` wall time                          [< 1.5 s]
 - S3   a refused `run` (unknown method, `--requests 0`, a config file that is not YAML, a `--data-dir` that does
-       not exist, a misspelt option, a value of the wrong type, an unknown `--oracle`, a bad `--recipe`), the slowest
-       of them: wall time, the import of the runner beside it                        [< 2 s]
+       not exist, a misspelt option, a value of the wrong type, an unknown `--oracle`, a bad `--recipe`, a method's
+       hyperparameter out of range or unknown, a guard's argument of the wrong type, a dataset's subset smaller
+       than its classes, an arch argument < 1), the slowest of them: wall time, the import of the runner beside it
+                                                                                      [< 2 s]
 - S4   a refused `suite` and `tune` (an unknown method, `requests: 0` in a cell or a study, a suite file that is
        not YAML, a misspelt `tune` option, an unknown objective), the slowest of them: wall time, the import of
        the runner beside it                                                           [< 2 s]
@@ -516,6 +518,12 @@ def refusals(root: Path) -> None:
         "wrong type": ["run", "--method", "finetune", "--requests", "two"],
         "unknown --oracle": ["run", "--method", "finetune", "--oracle", "sometimes"],
         "bad --recipe": ["run", "--method", "finetune", "--recipe", '{"epochs": -1}'],
+        "method argument out of range": ["run", "--method", "salun", "--salun.ratio", "2"],
+        "optimizer setting out of range": ["run", "--method", "salun", "--salun.optim.lr", "-1"],
+        "unknown method argument": ["run", "--method", "salun", "--salun.nope", "1"],
+        "guard argument of the wrong type": ["run", "--method", "finetune", "--guard", "ewc", "--ewc.ewc_lambda", "x"],
+        "dataset subset too small": ["run", "--method", "finetune", "--dataset_args.test_size", "1"],
+        "arch argument < 1": ["run", "--method", "finetune", "--arch_args.width", "0"],
     }
     _report_refusals("S3", "run", cases)
     (root / "unknown.yaml").write_text(f"out: {root / 'out'}\nmethods: [nosuch]\n")

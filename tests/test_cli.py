@@ -198,6 +198,24 @@ EARLY_REFUSALS = [
     (["--method", "ga", "--recipe", '{"epochs": -1}'], "recipe key epochs must be >= 1, got -1"),
     (["--method", "ga", "--recipe", "{epoch: 2}"], "unknown recipe key(s) epoch; valid: epochs, lr, "),
     (["--method", "ga", "--recipe", "{lr: .nan}"], "recipe key lr must be finite"),
+    # the groups of the built-in classes (`known_arguments`), in the words of the full parse and validation
+    (["--method", "salun", "--salun.ratio", "2"], "method 'salun' argument ratio must satisfy 0 < ratio <= 1, got 2.0"),
+    (["--method", "salun", "--salun.optim.lr", "-1"], "method 'salun' argument lr must satisfy lr > 0, got -1.0"),
+    (["--method", "salun", "--salun.optim.epochs=0"], "method 'salun' argument epochs must be >= 1, got 0"),
+    (["--method", "salun", "--salun.nope", "1"], "unrecognized arguments: --salun.nope 1"),
+    (["--method", "salun", "--salun.optim.nope", "1"], "unrecognized arguments: --salun.optim.nope 1"),
+    (["--method", "salun", "--salun.ratio", "abc"], "Parser key \"salun.ratio\": Expected a <class 'float'>"),
+    (["--method", "salun", "--salun.hold", "x"], 'Parser key "salun.hold": Expected a typing.Literal['),
+    (["--method", "salun", "--salun.lr", "0.1"], "method 'salun' takes lr among its optim settings"),
+    (["--config", "{tmp}/salun.yaml", "--salun.ratio", "2"], "ratio must satisfy 0 < ratio <= 1, got 2.0"),
+    (["--method", "ga", "--guard", "ewc", "--ewc.ewc_lambda", "abc"], 'Parser key "ewc.ewc_lambda": Expected a'),
+    (["--method", "ga", "--guard", "ewc", "--ewc.nope", "1"], "unrecognized arguments: --ewc.nope 1"),
+    (["--method", "ga", "--dataset_args.test_size", "1"], "dataset argument test_size=1 is fewer than digits's 10"),
+    (["--method", "ga", "--dataset.train_size", "0"], "dataset argument train_size must be a whole number >= 1"),
+    (["--method", "ga", "--dataset_args.nope", "1"], "unrecognized arguments: --dataset_args.nope 1"),
+    (["--method", "ga", "--dataset", "mnist", "--dataset_args.test_size", "20000"], "exceeds the 10000 samples"),
+    (["--method", "ga", "--arch_args.width", "0"], "arch argument width must be a whole number >= 1, got 0"),
+    (["--method", "ga", "--arch", "mlp", "--arch_args.pools", "1"], "unrecognized arguments: --arch_args.pools 1"),
 ]
 
 
@@ -210,6 +228,7 @@ def test_bad_run_options_are_refused_before_torch_and_lightning_are_imported(arg
     (tmp_path / "zero.yaml").write_text("requests: 0\n")
     (tmp_path / "method.yaml").write_text("method: finetune\n")
     (tmp_path / "oracle.yaml").write_text("oracle: sometimes\n")
+    (tmp_path / "salun.yaml").write_text("method: salun\n")
     argv = ["run", *(arg.replace("{tmp}", str(tmp_path)) for arg in argv), "--out", str(tmp_path / "out")]
     _assert_refused_before_torch(argv, message.replace("{tmp}", str(tmp_path)), tmp_path)
 
@@ -324,6 +343,12 @@ EARLY_ACCEPTED = [
     ["--config", "{tmp}/salun.yaml", "--salun.ratio", "0.3"],  # the method named by a --config file
     ["--method", "salun", "--salun", '{"ratio": 0.3}', "--guard", "ewc", "--ewc", "{ewc_lambda: 1}"],  # a group whole
     ["--method", "ga", "--config", "{tmp}/salun.yaml", "--print_config"],
+    # where the order of a group's spellings decides, the full parse does: the later value 0.3 wins
+    ["--method", "salun", "--salun.ratio", "2", "--salun", '{"ratio": 0.3}'],
+    ["--method", "salun", "--salun.ratio", "2", "--config", "{tmp}/salun.yaml"],
+    ["--method", "salun", "--salun.optim.lr", "-1", "--salun.optim", "{lr: 0.1}"],
+    ["--method", "ga", "--arch", "timm:resnet18", "--arch_args.anything", "1"],  # an open family: not known early
+    ["--method", "ga", "--dataset_args.train_size", "null", "--arch_args.width", "8", "--guards", "ewc,lwf"],
 ]
 
 

@@ -81,6 +81,21 @@ def test_a_broken_plugin_fails_its_own_name_in_one_line_and_nothing_else(site, t
     assert unknown.returncode == 2 and "plugin_ga" in unknown.stderr and "broken_one" in unknown.stderr
 
 
+def test_a_plugin_methods_arguments_are_left_to_the_full_parse(site, tmp_path):
+    """A plugin's signature cannot be known before it is imported: its group passes the early check whatever it
+    holds (the full parse, the authority, judges it), and nothing heavy is imported for that."""
+    code = (
+        "import sys; from unlearnbench.cli import _check_early; "
+        "_check_early(['--method', 'plugin_ga', '--plugin_ga.optim.lr', '-1', '--plugin_ga.anything', 'x']); "
+        "print(sorted(m for m in ('torch', 'lightning') if m in sys.modules))"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), *sys.path])}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (0, "[]\n"), result.stderr[-2000:]
+    full = unlearnbench(site, "run", "--method", "plugin_ga", "--plugin_ga.optim.lr", "-1", cwd=tmp_path)
+    assert full.returncode == 2 and "method 'plugin_ga' argument lr must satisfy lr > 0, got -1.0" in full.stderr
+
+
 @pytest.mark.slow
 def test_a_plugin_method_runs_beside_a_broken_one(site, tmp_path):
     result = unlearnbench(

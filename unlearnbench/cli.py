@@ -156,20 +156,28 @@ def _check_early(argv: list[str]) -> None:
     check_run_choices({name: given[name] for name in CHOICES if name in given})
     download = values.get("download", False)
     check_data_dir(given.get("data_dir"), download is True)
-    check_recipe(_parse_own_options(argv, given).recipe)  # the command line's, read as the parser reads it
+    args, known = _parse_own_options(argv, given)
+    check_recipe(args.recipe)  # the command line's, read as the parser reads it
+    _check_known_groups(args, known)
 
 
 def _parse_own_options(argv: list[str], given: dict[str, object]):
-    """The command line's options of `run` itself parsed by the parser `run` builds, less the groups that need the
-    classes (a method's, a guard's, the dataset's and the arch's arguments, left to the full parse): a misspelt or
-    unknown option (`--reqests 2`), a value of the wrong type (`--requests abc`) and an option of a group that is not
-    there (`--salun.ratio` beside `--method finetune`) are refused with the parser's own words before torch is
-    imported. The --config files are left to the full parse: their method and guard sections are groups. Returns
-    the parsed options, the --config files' left out (a run's record among them stands for its options, replayed)."""
+    """The command line's options of `run` itself parsed by the parser `run` builds, with the argument groups of the
+    built-in classes that `known_arguments` holds (`_known_groups`): a misspelt or unknown option (`--reqests 2`,
+    `--salun.nope 1`), a value of the wrong type (`--requests abc`, `--salun.ratio abc`) and an option of a group that
+    is not there (`--salun.ratio` beside `--method finetune`) are refused with the parser's own words before torch is
+    imported. The groups of other classes (a plugin's method) are left to the full parse, and so are the --config
+    files: their method and guard sections are groups. Returns the parsed options, the --config files' left out (a
+    run's record among them stands for its options, replayed), and the groups parsed (`_known_groups`)."""
+    from unlearnbench import known_arguments
+
     guards, argv = _chosen_guards(_replayed_records(argv))
     argv = _argument_groups(argv)
     method = _chosen(given, "method")
-    groups = {"dataset_args", "arch_args", *guards, *([method] if method else [])}
+    if known_arguments.options("methods", method) is not None:  # as the full parse does first
+        _refuse_retired_spellings(argv, method, known_arguments.settings(method))
+    known = _known_groups(argv, given, method, guards)
+    groups = {"dataset_args", "arch_args", *guards, *([method] if method else [])} - set(known)
     own, i = [], 0
     while i < len(argv):
         arg = argv[i]
@@ -181,10 +189,63 @@ def _parse_own_options(argv: list[str], given: dict[str, object]):
         i += step
     if method is not None and not any(arg == "--method" or arg.startswith("--method=") for arg in own):
         own += ["--method", method]  # named by a --config file, which this parse leaves out
+    parser = run_parser(None, (), None, None)
+    for key, (section, name) in known.items():
+        for option, kind, default in known_arguments.options(section, name):
+            parser.add_argument(f"--{key}.{option}", type=kind, default=default)
     try:
-        return run_parser(None, (), None, None).parse_args(own)
+        return parser.parse_args(own), known
     except JsonArgumentError as error:
         raise UsageError(str(error)) from error
+
+
+def _known_groups(argv: list[str], given: dict[str, object], method: str | None, guards: list[str]) -> dict:
+    """The argument groups whose class `known_arguments` holds, by key (`salun`, `dataset_args`): (its section, the
+    class's name). Left to the full parse are a group a --config file has a section of or that is given whole
+    (`--salun '{...}'`, `--salun.optim '{...}'`), where which value wins depends on the order of the two, and a
+    method's where tuned values (`--hparams`) stand under the given ones: the early check must never refuse what the
+    full parse takes."""
+    from unlearnbench import known_arguments
+
+    chosen = {guard: ("guards", guard) for guard in guards}
+    chosen |= {"dataset_args": ("datasets", _chosen(given, "dataset") or "digits")}
+    chosen |= {"arch_args": ("archs", _chosen(given, "arch") or "smallcnn")}
+    if method is not None and "hparams" not in given:
+        chosen[method] = ("methods", method)
+    sections = {key for path in _config_paths(argv) for key in _read_config(path)}
+    known = {}
+    for key, (section, name) in chosen.items():
+        if key in sections or known_arguments.options(section, name) is None:
+            continue
+        whole = {f"--{key}", *(f"--{key}.{group}" for group in known_arguments.subgroups(section, name))}
+        if not any(arg.split("=", 1)[0] in whole for arg in argv):
+            known[key] = (section, name)
+    return known
+
+
+def _check_known_groups(args, known: dict) -> None:
+    """The values of the groups parsed early (`_known_groups`), checked as `RunConfig.validate` checks them, in its
+    order (the dataset's, the arch's, the method's, the guards'), by the same functions, from `known_arguments`."""
+    from unlearnbench import known_arguments
+    from unlearnbench.early_checks import check_arch_arguments, check_dataset_arguments, check_numbers
+    from unlearnbench.ranges import check_ranges
+
+    order = ("datasets", "archs", "methods", "guards")
+    for key, (section, name) in sorted(known.items(), key=lambda item: order.index(item[1][0])):
+        options = known_arguments.options(section, name)
+        values = {option: args.get(f"{key}.{option}") for option, _, _ in options}
+        if section == "datasets":
+            parameters = {option: (kind, default) for option, kind, default in options}
+            check_dataset_arguments(name, values, parameters, known_arguments.known_size(name))
+        elif section == "archs":
+            check_arch_arguments(name, values, {option: default for option, _, default in options})
+        else:  # by flat name (`lr`, not `optim.lr`), as the ranges name them
+            flat = {option.rsplit(".", 1)[-1]: value for option, value in values.items()}
+            defaults = {option.rsplit(".", 1)[-1]: default for option, _, default in options}
+            what = f"{section.removesuffix('s')} {name!r} argument"
+            check_numbers(flat, defaults, what)
+            if section == "methods":
+                check_ranges(known_arguments.valid_ranges(name), flat, what)
 
 
 #: `--dataset.train_size 100` and `--arch.width 16` (as issues and older docs spell them) are parsed as
@@ -484,7 +545,10 @@ def parse_run_args(argv: list[str]):
         if guard not in GUARDS.catalog():
             raise UsageError(f"unknown guard {guard!r}; choose one of: {', '.join(GUARDS.catalog())}")
     if method is not None:
-        _refuse_retired_spellings(argv, method)
+        from unlearnbench.methods.base import group_settings
+        from unlearnbench.registry import METHODS
+
+        _refuse_retired_spellings(argv, method, group_settings(METHODS.get(method)))
     argv = _argument_groups(argv)
     parser = run_parser(method, guards, _chosen(given, "dataset") or "digits", _chosen(given, "arch") or "smallcnn")
     try:
@@ -562,20 +626,17 @@ def _option_text(value: object) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def _refuse_retired_spellings(argv: list[str], method: str) -> None:
+def _refuse_retired_spellings(argv: list[str], method: str, settings: dict[str, list[str]]) -> None:
     """`--salun.lr` and a config's `salun: {lr: ...}`, the spellings before the SGD settings were a group: one
-    line naming `--salun.optim.lr`, before anything is parsed or loaded."""
-    from unlearnbench.methods.base import check_method_arguments
-    from unlearnbench.ranges import groups
-    from unlearnbench.registry import METHODS
+    line naming `--salun.optim.lr`, before anything is parsed or loaded. `settings`: the fields of each of the
+    method's groups (`methods.base.group_settings`)."""
+    from unlearnbench.early_checks import check_group_spelling
 
-    cls = METHODS.get(method)
-    settings = {field for default in groups(cls).values() for field in asdict(default)}
     given = [arg.removeprefix(f"--{method}.").split("=", 1)[0] for arg in argv if arg.startswith(f"--{method}.")]
     for path in _config_paths(argv):
         section = _read_config(path).get(method)
         given += list(section) if isinstance(section, dict) else []
-    check_method_arguments(method, cls, {name: None for name in given if name in settings})
+    check_group_spelling(method, settings, given)
 
 
 def cmd_run(argv: list[str]) -> int:

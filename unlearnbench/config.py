@@ -26,7 +26,7 @@ from unlearnbench.evaluation.keys import load_metric_plugins, user_gap_metrics
 from unlearnbench.hparams import marker
 from unlearnbench.io import check_writable_directory
 from unlearnbench.methods.base import FitMethod, check_method_arguments, flat_arguments, method_arguments
-from unlearnbench.ranges import check_ranges, flat_parameters
+from unlearnbench.ranges import check_ranges, flat_parameters, valid_ranges
 from unlearnbench.records import RunIdentity
 from unlearnbench.registry import ARCHS, DATASETS, GUARDS, LOGGERS, METHODS, STREAMS, UnknownNameError
 from unlearnbench.rundir import identity_hash
@@ -217,7 +217,7 @@ class RunConfig:
         method = METHODS.get(self.method)
         defaults = {name: p.default for name, p in flat_parameters(method).items()}
         check_numbers(flat_arguments(method, self.method_args), defaults, f"method {self.method!r} argument")
-        check_ranges(method, self.resolved_method_args(), f"method {self.method!r} argument")
+        check_ranges(valid_ranges(method), self.resolved_method_args(), f"method {self.method!r} argument")
         for guard, args in self.guard_args.items():
             defaults = {name: p.default for name, p in inspect.signature(GUARDS.get(guard)).parameters.items()}
             check_numbers(args, defaults, f"guard {guard!r} argument")

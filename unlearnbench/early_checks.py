@@ -2,17 +2,19 @@
 
 Importing the methods (Lightning modules), the datasets and the archs takes seconds, and a typo should not
 wait for it. What can be decided from the options alone is decided here: the names against the registries'
-sources (`Registry.catalog`, nothing imported), the counts, seeds and sizes, the data folder. `RunConfig.validate`
-runs the names and numbers again on every run (a suite's cells and tuning trials do not come through the command
-line) and then the rest, which needs the classes (a method's hyperparameters and their ranges, dataset and arch
-arguments, the stream against the dataset's size). The data folder is checked where data is about to be read
-(`run`, `tune`, a suite that runs), not by `suite --check`, which may run where the data is not.
+sources (`Registry.catalog`, nothing imported), the counts, seeds and sizes, the data folder, and the values of a
+built-in class's arguments, from what `known_arguments` records of it (`check_dataset_arguments`,
+`check_arch_arguments`, `check_numbers`, `check_group_spelling`). `RunConfig.validate` runs these checks again on
+every run (a suite's cells and tuning trials do not come through the command line, a plugin's class is known only
+once imported), with what the live classes say, and then the rest (the stream against the dataset's size, the
+hardware). The data folder is checked where data is about to be read (`run`, `tune`, a suite that runs), not by
+`suite --check`, which may run where the data is not.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
 
@@ -209,3 +211,71 @@ def check_recipe(values: Mapping[str, object]) -> None:
     if unknown:
         raise ConfigError(f"unknown recipe key(s) {', '.join(unknown)}; valid: {', '.join(names)}")
     check_numbers(dict(values), Recipe().as_dict(), "recipe key")
+
+
+def check_group_spelling(method: str, settings: Mapping[str, Sequence[str]], names: Iterable[str]) -> None:
+    """A group's field given at the method level (`lr`, the spelling before the SGD settings were a group), refused
+    with the group's spelling (`--salun.optim.lr`). `settings`: the fields of each of the method's groups."""
+    names = list(names)
+    for group, fields_of_group in settings.items():
+        moved = [name for name in names if name in fields_of_group]
+        if moved:
+            name = moved[0]
+            raise ConfigError(
+                f"method {method!r} takes {name} among its {group} settings: write --{method}.{group}.{name} "
+                f"(YAML: {method}: {{{group}: {{{name}: ...}}}}), not --{method}.{name}"
+            )
+
+
+def check_dataset_arguments(
+    name: str, args: Mapping[str, object], parameters: Mapping[str, tuple[object, object]], known: object | None
+) -> None:
+    """`args` against dataset `name`'s `parameters` (argument -> (type, default), `data.cache.dataset_parameters`)
+    and its declared sizes (`known`: a `data.base.KnownSize`, None where it declares none).
+
+    Flags (`augment`) must be true or false; every other argument is a whole number (sizes,
+    `image_size`) >= 1, and a subset no larger than the split where the dataset declares its size.
+    """
+    unknown = sorted(set(args) - set(parameters))
+    if unknown:
+        raise ConfigError(
+            f"dataset {name!r} has no argument(s) {', '.join(unknown)}; its arguments are: {', '.join(parameters)}"
+        )
+    for key, value in args.items():
+        if value is None and parameters[key][1] is None:
+            continue
+        if parameters[key][0] is bool:
+            if not isinstance(value, bool):
+                raise ConfigError(f"dataset argument {key} must be true or false, got {value!r}")
+            continue
+        if not is_int(value) or value < 1:
+            hint = " (or null: the whole split)" if key in ("train_size", "test_size") else ""
+            raise ConfigError(f"dataset argument {key} must be a whole number >= 1{hint}, got {value!r}")
+    limits = {"train_size": known and known.num_train, "test_size": known and known.num_test}
+    for key, limit in limits.items():
+        if limit and args.get(key) is not None and args[key] > limit:
+            raise ConfigError(f"dataset argument {key}={args[key]} exceeds the {limit} samples of {name}'s split")
+    if known and args.get("train_size") is not None and args["train_size"] < known.num_classes:
+        raise ConfigError(
+            f"dataset argument train_size={args['train_size']} is fewer than {name}'s {known.num_classes} classes"
+        )
+    if known and args.get("test_size") is not None and args["test_size"] < known.num_classes:
+        # (the subset is class-balanced: one per class is the least that leaves every class a test sample)
+        raise ConfigError(
+            f"dataset argument test_size={args['test_size']} is fewer than {name}'s {known.num_classes} classes: the "
+            f"SVC membership attack and the oracle attacks (LiRA, RMIA) take their non-members from the test samples "
+            f"of the retained classes, and forget_test_acc those of the forgotten ones; give at least "
+            f"{known.num_classes} (one per class)"
+        )
+
+
+def check_arch_arguments(arch: str, args: Mapping[str, object], defaults: Mapping[str, object]) -> None:
+    """`args` against `arch`'s arguments (`defaults`: argument -> default, `training.arch_parameters`): known names,
+    whole numbers >= 1 where the default is one."""
+    unknown = sorted(set(args) - set(defaults))
+    if unknown:
+        valid = ", ".join(defaults) or "none"
+        raise ConfigError(f"arch {arch!r} has no argument(s) {', '.join(unknown)}; its arguments are: {valid}")
+    for key, value in args.items():
+        if isinstance(defaults[key], int) and (not is_int(value) or value < 1):
+            raise ConfigError(f"arch argument {key} must be a whole number >= 1, got {value!r}")

@@ -105,9 +105,9 @@ def numeric_parameters(cls: type) -> list[str]:
     return names
 
 
-def check_ranges(cls: type, values: Mapping[str, object], what: str) -> None:
-    """ConfigError naming the range for the first value outside it (types are `early_checks.check_numbers`' job)."""
-    ranges = valid_ranges(cls)
+def check_ranges(ranges: Mapping[str, Range], values: Mapping[str, object], what: str) -> None:
+    """ConfigError naming the range for the first value outside `ranges` (a class's `valid_ranges`, or a built-in's
+    as `known_arguments` holds them before it is imported); types are `early_checks.check_numbers`' job."""
     for name, value in values.items():
         valid = ranges.get(name)
         if valid is None or value is None or isinstance(value, bool) or not isinstance(value, int | float):

@@ -132,6 +132,10 @@ class Registry(Generic[T]):
                     entries[entry_point.name] = _plugin_description(entry_point)
         return dict(sorted(entries.items()))
 
+    def builtins(self) -> list[str]:
+        """The built-in names, read from source like `catalog`: never a plugin's, installed or not."""
+        return sorted(name for node in self._source_definitions() for name in _registered_names(node))
+
     def families(self) -> list[str]:
         """The prefixes of the open families of names (`timm` of `timm:<model>`), read from source like `catalog`."""
         return sorted(

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from unlearnbench.data.base import Batch, ImageDataset
+from unlearnbench.early_checks import check_arch_arguments
 from unlearnbench.lean_module import LeanModule
 from unlearnbench.recipe import Recipe
 from unlearnbench.registry import ARCHS
@@ -38,15 +39,10 @@ def arch_parameters(arch: str) -> dict[str, object]:
 
 
 def check_arch_args(arch: str, args: dict) -> dict:
-    """`args` checked against `arch`'s arguments (whole numbers >= 1); returns those that differ from the defaults."""
+    """`args` checked against `arch`'s arguments (`early_checks.check_arch_arguments`); returns those that differ
+    from the defaults."""
     parameters = arch_parameters(arch)
-    unknown = sorted(set(args) - set(parameters))
-    if unknown:
-        valid = ", ".join(parameters) or "none"
-        raise ValueError(f"arch {arch!r} has no argument(s) {', '.join(unknown)}; its arguments are: {valid}")
-    for key, value in args.items():
-        if isinstance(parameters[key], int) and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-            raise ValueError(f"arch argument {key} must be a whole number >= 1, got {value!r}")
+    check_arch_arguments(arch, args, parameters)
     return {key: value for key, value in args.items() if value != parameters[key]}
 
 

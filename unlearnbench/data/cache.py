@@ -26,6 +26,8 @@ from pathlib import Path
 import torch
 
 from unlearnbench.data.base import DatasetError, ImageDataset, data_fingerprint, data_root, with_subset
+from unlearnbench.early_checks import check_dataset_arguments
+from unlearnbench.errors import ConfigError
 from unlearnbench.registry import DATASETS
 
 #: Factory parameters that say where and how to read, not what the data is: run options, not dataset arguments.
@@ -50,44 +52,15 @@ def dataset_parameters(name: str) -> dict[str, tuple[type, object]]:
 def check_dataset_args(name: str, args: dict) -> dict:
     """`args` checked against dataset `name`'s arguments; returns those that differ from the defaults.
 
-    Flags (`augment`) must be true or false; every other argument is a whole number (sizes,
-    `image_size`) >= 1, and a subset no larger than the split where the dataset declares its size
-    (`data.base.known_size`). An argument left at its default is not returned, so it neither enters
-    the fingerprint nor the run identity: adding an argument to a dataset renames no existing run.
+    What is valid is `early_checks.check_dataset_arguments`' to say (`run` asks it before torch is imported, from
+    `known_arguments`); its refusal is a `DatasetError` here. An argument left at its default is not returned, so it
+    neither enters the fingerprint nor the run identity: adding an argument to a dataset renames no existing run.
     """
     parameters = dataset_parameters(name)
-    unknown = sorted(set(args) - set(parameters))
-    if unknown:
-        raise DatasetError(
-            f"dataset {name!r} has no argument(s) {', '.join(unknown)}; its arguments are: {', '.join(parameters)}"
-        )
-    for key, value in args.items():
-        if value is None and parameters[key][1] is None:
-            continue
-        if parameters[key][0] is bool:
-            if not isinstance(value, bool):
-                raise DatasetError(f"dataset argument {key} must be true or false, got {value!r}")
-            continue
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            hint = " (or null: the whole split)" if key in ("train_size", "test_size") else ""
-            raise DatasetError(f"dataset argument {key} must be a whole number >= 1{hint}, got {value!r}")
-    known = getattr(DATASETS.get(name), "known_size", None)
-    limits = {"train_size": known and known.num_train, "test_size": known and known.num_test}
-    for key, limit in limits.items():
-        if limit and args.get(key) is not None and args[key] > limit:
-            raise DatasetError(f"dataset argument {key}={args[key]} exceeds the {limit} samples of {name}'s split")
-    if known and args.get("train_size") is not None and args["train_size"] < known.num_classes:
-        raise DatasetError(
-            f"dataset argument train_size={args['train_size']} is fewer than {name}'s {known.num_classes} classes"
-        )
-    if known and args.get("test_size") is not None and args["test_size"] < known.num_classes:
-        # (the subset is class-balanced: one per class is the least that leaves every class a test sample)
-        raise DatasetError(
-            f"dataset argument test_size={args['test_size']} is fewer than {name}'s {known.num_classes} classes: the "
-            f"SVC membership attack and the oracle attacks (LiRA, RMIA) take their non-members from the test samples "
-            f"of the retained classes, and forget_test_acc those of the forgotten ones; give at least "
-            f"{known.num_classes} (one per class)"
-        )
+    try:
+        check_dataset_arguments(name, args, parameters, getattr(DATASETS.get(name), "known_size", None))
+    except ConfigError as error:
+        raise DatasetError(str(error)) from None
     return {key: value for key, value in args.items() if value != parameters[key][1]}
 
 

@@ -24,6 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from unlearnbench.data.base import Batch
+from unlearnbench.early_checks import check_group_spelling
 from unlearnbench.errors import ConfigError
 from unlearnbench.lean_module import LeanModule
 from unlearnbench.methods.gradients import on_device
@@ -340,6 +341,11 @@ def flat_arguments(cls: type, arguments: Mapping[str, object]) -> dict:
     return flat
 
 
+def group_settings(cls: type) -> dict[str, list[str]]:
+    """The fields of each of `cls`'s argument groups: {"optim": ["lr", "epochs", ...]}."""
+    return {group: [field.name for field in fields(default)] for group, default in groups(cls).items()}
+
+
 def check_method_arguments(method: str, cls: type, arguments: Mapping[str, object]) -> None:
     """ConfigError, one line naming the fix, for an argument `cls` does not take (as a user spelled it, nested).
 
@@ -347,15 +353,9 @@ def check_method_arguments(method: str, cls: type, arguments: Mapping[str, objec
     is refused with the group's spelling (`--salun.optim.lr`).
     """
     accepted = inspect.signature(cls).parameters
+    check_group_spelling(method, group_settings(cls), arguments)
     for group, default in groups(cls).items():
         settings = [field.name for field in fields(default)]
-        moved = [name for name in arguments if name in settings]
-        if moved:
-            name = moved[0]
-            raise ConfigError(
-                f"method {method!r} takes {name} among its {group} settings: write --{method}.{group}.{name} "
-                f"(YAML: {method}: {{{group}: {{{name}: ...}}}}), not --{method}.{name}"
-            )
         given = arguments.get(group)
         if given is None:
             continue
