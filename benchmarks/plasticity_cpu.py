@@ -62,7 +62,10 @@ def suite_entry(name: str) -> str | dict:
     return {"method": method, "guards": guards} if guards else method
 
 
-def suite(seeds: list[int], methods: list[str], tier_name: str = "fashionmnist") -> dict:
+def suite(
+    seeds: list[int], methods: list[str], tier_name: str = "fashionmnist", kinds: tuple[str, ...] | None = None
+) -> dict:
+    """The protocol's suite; `kinds`: the stream kinds run (None: both), as the published runs are the same cells."""
     out = "runs/plasticity_cpu" + ("" if tier_name == "digits" else f"_{tier_name}")
     return {
         "out": out,
@@ -74,7 +77,7 @@ def suite(seeds: list[int], methods: list[str], tier_name: str = "fashionmnist")
             "logger": "none",
             "accelerator": "cpu",
         },
-        "streams": STREAMS,
+        "streams": [stream for stream in STREAMS if kinds is None or stream["stream"] in kinds],
         "methods": [suite_entry(name) for name in methods],
         "seeds": seeds,
     }
@@ -208,8 +211,10 @@ def main() -> None:
     )
     parser.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2])
     parser.add_argument("--only", nargs="*", default=METHODS, help="methods to run")
+    kinds = [stream["stream"] for stream in STREAMS]
+    parser.add_argument("--streams", nargs="*", choices=kinds, default=kinds, help="stream kinds to run")
     args = parser.parse_args()
-    result = run_suite(suite(args.seeds, args.only, args.tier), out=args.out)
+    result = run_suite(suite(args.seeds, args.only, args.tier, tuple(args.streams)), out=args.out)
     per_seed: dict[tuple[str, str], list[dict]] = {}
     diverged = []
     for cell in result.cells:
