@@ -24,7 +24,8 @@ FOREIGN = {
     "--ipc": "docker",
     **dict.fromkeys(("--array", "--cpus-per-task", "--gpus", "--gres", "--nodes", "--ntasks-per-node"), "SLURM"),
     **dict.fromkeys(
-        ("--tier", "--seeds", "--only", "--backward", "--dataset-args", "--cpu-check", "--epochs"), "benchmarks/"
+        ("--tier", "--seeds", "--only", "--streams", "--backward", "--dataset-args", "--cpu-check", "--epochs"),
+        "benchmarks/",
     ),
     "--salun.lr": "the user guide: the flat spelling, refused with one line naming --salun.optim.lr",
     "--my_method.share": "docs/extending.md's example method",
