@@ -71,6 +71,27 @@ def test_config_file_and_command_line_set_method_arguments(tmp_path, capsys):
     assert "ratioo" in capsys.readouterr().err
 
 
+#: A --config file's section of an argument group that is no mapping, and what `run` says of it.
+NOT_A_MAPPING = [
+    ("method: salun\nsalun: 3\n", "salun in --config must be a mapping of its arguments to values (its arguments: "),
+    ("method: salun\nsalun: [1]\n", "salun in --config must be a mapping of its arguments to values"),
+    ("method: ga\ndataset_args: 3\n", "dataset_args in --config must be a mapping of its arguments to values"),
+    ("method: ga\narch_args: x\n", "arch_args in --config must be a mapping of its arguments to values"),
+    ("method: ga\nguards: [ewc]\newc: 3\n", "(its arguments: ewc_lambda), got 3"),
+]
+
+
+@pytest.mark.parametrize(("config", "message"), NOT_A_MAPPING, ids=[c for c, _ in NOT_A_MAPPING])
+def test_a_config_section_of_a_group_that_is_no_mapping_is_one_line(config, message, tmp_path, capsys):
+    """The parser takes `salun: 3` as the group's value; reading it as the method's arguments was a TypeError."""
+    (tmp_path / "run.yaml").write_text(config)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", "--config", str(tmp_path / "run.yaml"), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("\n") == 1 and message in err, err
+    assert not (tmp_path / "out").exists()
+
+
 def test_list_prints_every_registered_name(capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out

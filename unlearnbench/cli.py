@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import yaml
-from jsonargparse import ActionConfigFile, ArgumentParser
+from jsonargparse import ActionConfigFile, ArgumentParser, Namespace
 from jsonargparse import ArgumentError as JsonArgumentError
 
-from unlearnbench.early_checks import SEED_PARTS
+from unlearnbench.early_checks import SEED_PARTS, check_section
 from unlearnbench.errors import ConfigError, excerpt, print_warnings_as_lines
 from unlearnbench.interrupt import Interrupted, exit_process, ignore_late_signals, interruptible
 from unlearnbench.io import load_yaml
@@ -560,6 +560,11 @@ def parse_run_args(argv: list[str]):
         raise UsageError(str(error)) from error
     except KeyError as error:
         raise UsageError(str(error).strip("'\"")) from error
+    for key in ("dataset_args", "arch_args", *([method] if method else []), *guards):
+        group = args.get(key)
+        if not isinstance(group, Namespace):  # a parsed group is one; a --config file's `salun: 3` is taken as is
+            names = dict.fromkeys(a.dest.split(".")[1] for a in parser._actions if a.dest.startswith(f"{key}."))
+            check_section(key, group, names)
     return args
 
 

@@ -227,6 +227,16 @@ def check_group_spelling(method: str, settings: Mapping[str, Sequence[str]], nam
             )
 
 
+def check_section(key: str, value: object, names: Iterable[str]) -> None:
+    """A --config file's section of an argument group (`salun: 3`, `dataset_args: [1]`) that is no mapping of the
+    group's arguments (`names`): the parser takes it as the group's value, which no run can read."""
+    if value is not None and not isinstance(value, Mapping):
+        raise ConfigError(
+            f"{key} in --config must be a mapping of its arguments to values (its arguments: "
+            f"{', '.join(names) or 'none'}), got {excerpt(value)}"
+        )
+
+
 def check_dataset_arguments(
     name: str, args: Mapping[str, object], parameters: Mapping[str, tuple[object, object]], known: object | None
 ) -> None:
