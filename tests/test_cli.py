@@ -237,6 +237,11 @@ EARLY_REFUSALS = [
     (["--method", "ga", "--dataset", "mnist", "--dataset_args.test_size", "20000"], "exceeds the 10000 samples"),
     (["--method", "ga", "--arch_args.width", "0"], "arch argument width must be a whole number >= 1, got 0"),
     (["--method", "ga", "--arch", "mlp", "--arch_args.pools", "1"], "unrecognized arguments: --arch_args.pools 1"),
+    # the stream against the dataset's declared size (`early_checks.check_stream_size`)
+    (["--method", "ga", "--requests", "11"], "classwise stream needs requests x size < 10 classes so that some "),
+    (["--method", "ga", "--config", "{tmp}/eleven.yaml"], "classwise stream needs requests x size < 10 classes"),
+    (["--method", "ga", "--stream", "random", "--size", "0.5", "--requests", "2"], "random stream needs requests x "),
+    (["--method", "ga", "--stream", "random", "--dataset_args.train_size", "20", "--size", "0.01"], "less than one"),
 ]
 
 
@@ -250,6 +255,7 @@ def test_bad_run_options_are_refused_before_torch_and_lightning_are_imported(arg
     (tmp_path / "method.yaml").write_text("method: finetune\n")
     (tmp_path / "oracle.yaml").write_text("oracle: sometimes\n")
     (tmp_path / "salun.yaml").write_text("method: salun\n")
+    (tmp_path / "eleven.yaml").write_text("requests: 11\n")
     argv = ["run", *(arg.replace("{tmp}", str(tmp_path)) for arg in argv), "--out", str(tmp_path / "out")]
     _assert_refused_before_torch(argv, message.replace("{tmp}", str(tmp_path)), tmp_path)
 
@@ -370,6 +376,10 @@ EARLY_ACCEPTED = [
     ["--method", "salun", "--salun.optim.lr", "-1", "--salun.optim", "{lr: 0.1}"],
     ["--method", "ga", "--arch", "timm:resnet18", "--arch_args.anything", "1"],  # an open family: not known early
     ["--method", "ga", "--dataset_args.train_size", "null", "--arch_args.width", "8", "--guards", "ewc,lwf"],
+    ["--method", "ga", "--requests", "9", "--stream", "classwise", "--size", "0.1", "--stream", "random"],
+    ["--method", "ga", "--requests", "11", "--config", "{tmp}/zero.yaml", "--requests", "9"],
+    ["--method", "ga", "--requests", "40", "--dataset", "cifar100", "--size", "2"],
+    ["--method", "ga", "--requests", "20", "--dataset", "imagefolder"],  # no declared size: checked once loaded
 ]
 
 

@@ -136,6 +136,23 @@ BAD_VALUES = [
     ["--method", "ga", "--dataset_args.nope", "1"],
     ["--method", "ga", "--arch_args.width", "0"],
     ["--method", "ga", "--arch_args.width", "2.5"],
+    ["--method", "ga", "--requests", "11"],
+    ["--method", "ga", "--requests", "4", "--size", "3"],
+    ["--method", "ga", "--stream", "random", "--size", "0.5", "--requests", "2"],
+    ["--method", "ga", "--stream", "memorized_mixed", "--dataset_args.train_size", "20", "--size", "0.06"],
+    ["--method", "ga", "--stream", "interleaved", "--requests", "2", "--size", "0.45", "--single-shot-every", "0"],
+    [
+        "--method",
+        "ga",
+        "--dataset",
+        "cifar100",
+        "--dataset_args.train_size",
+        "150",
+        "--stream",
+        "random",
+        "--size",
+        "0.001",
+    ],
 ]
 
 

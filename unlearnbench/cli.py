@@ -159,6 +159,26 @@ def _check_early(argv: list[str]) -> None:
     args, known = _parse_own_options(argv, given)
     check_recipe(args.recipe)  # the command line's, read as the parser reads it
     _check_known_groups(args, known)
+    _check_stream_size(given, values, args, known)
+
+
+def _check_stream_size(given: dict[str, object], values: dict[str, object], args, known: dict) -> None:
+    """The stream against the dataset's declared size (`--requests 11` of one class each on digits' 10 classes), as
+    `RunConfig.validate` checks it, where the stream, the dataset and its subset are known here: a built-in stream
+    (its own module imported, numpy only), a built-in dataset whose group was parsed early (`_known_groups`)."""
+    from unlearnbench import known_arguments
+    from unlearnbench.early_checks import check_stream_size
+    from unlearnbench.registry import STREAMS
+
+    stream = _chosen(given, "stream") or args.stream
+    numbers = {"requests": args.requests, "size": args.size}
+    numbers |= {name: values[name] for name in numbers if name in values}  # a --config file's too
+    if stream not in STREAMS.builtins() or "dataset_args" not in known or _UNREAD in numbers.values():
+        return
+    size = known_arguments.known_size(known["dataset_args"][1])
+    if size is not None:
+        train_size = args.get("dataset_args.train_size")
+        check_stream_size(STREAMS.builtin(stream), size, numbers["requests"], numbers["size"], train_size)
 
 
 def _parse_own_options(argv: list[str], given: dict[str, object]):

@@ -19,6 +19,7 @@ from unlearnbench.early_checks import (
     check_recipe,
     check_run_choices,
     check_run_numbers,
+    check_stream_size,
     is_int,
 )
 from unlearnbench.errors import ConfigError, DamagedFileError
@@ -30,7 +31,6 @@ from unlearnbench.ranges import check_ranges, flat_parameters, valid_ranges
 from unlearnbench.records import RunIdentity
 from unlearnbench.registry import ARCHS, DATASETS, GUARDS, LOGGERS, METHODS, STREAMS, UnknownNameError
 from unlearnbench.rundir import identity_hash
-from unlearnbench.streams.kinds import StreamError
 from unlearnbench.training import check_arch_args
 
 __all__ = ["ConfigError", "DamagedFileError", "Hardware", "RunConfig", "check_numbers"]
@@ -222,13 +222,10 @@ class RunConfig:
             defaults = {name: p.default for name, p in inspect.signature(GUARDS.get(guard)).parameters.items()}
             check_numbers(args, defaults, f"guard {guard!r} argument")
         known = getattr(DATASETS.get(self.dataset), "known_size", None)
-        if known is not None:  # stream sizes against the dataset's declared size, without loading it
-            size = STREAMS.get(self.stream).default_size if self.size is None else self.size
-            try:
-                num_train = self.dataset_args.get("train_size") or known.num_train  # a subset, where one is asked for
-                STREAMS.get(self.stream)().validate(num_train, known.num_classes, self.requests, size)
-            except StreamError as error:
-                raise ConfigError(str(error)) from None
+        if known is not None:
+            check_stream_size(
+                STREAMS.get(self.stream), known, self.requests, self.size, self.dataset_args.get("train_size")
+            )
 
     def tuned(self) -> dict | None:
         """The tuned hyperparameter file of this (dataset, arch, stream, method) under `hparams`, if given."""

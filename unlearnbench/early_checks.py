@@ -121,6 +121,21 @@ def check_run_numbers(values: Mapping[str, object]) -> None:
             raise ConfigError(f"{name} must be true or false, got {excerpt(values[name])}")
 
 
+def check_stream_size(
+    stream: type, known: object, requests: int, size: float | None, train_size: int | None = None
+) -> None:
+    """The request stream of kind `stream` (its registered class) against the dataset's declared sizes (`known`: a
+    `data.base.KnownSize`), without loading the data; `size` None is the kind's default, `train_size` a subset's."""
+    from unlearnbench.streams.kinds import StreamError  # (numpy: imported where a stream is checked)
+
+    try:
+        stream().validate(
+            train_size or known.num_train, known.num_classes, requests, stream.default_size if size is None else size
+        )
+    except StreamError as error:
+        raise ConfigError(str(error)) from None
+
+
 def check_data_dir(data_dir: str | Path | None, download: bool) -> None:
     """A data folder given explicitly exists (or `download` will create it): one that points nowhere is a typo,
     and the datasets' other places (the system's copy of Fashion-MNIST) would be used in silence instead."""
