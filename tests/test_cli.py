@@ -350,6 +350,29 @@ def test_bad_tune_options_are_refused_before_torch_and_lightning_are_imported(ar
     _assert_refused_before_torch(argv, message.replace("{tmp}", str(tmp_path)), tmp_path)
 
 
+@pytest.mark.parametrize("option", ["--help", "-h"])
+def test_tune_prints_its_help_before_torch_is_imported_in_the_full_words(option, tmp_path, monkeypatch, capsys):
+    """`tune --help` waited seconds for the imports of `tune.py` (Optuna, torch, Lightning) to print what its parser,
+    which imports none of them, holds: `cmd_tune` prints it, the same text as `tune_command`."""
+    from unlearnbench.tune import tune_command
+
+    probe = (
+        "import sys\nfrom unlearnbench.cli import main\n"
+        f"try:\n    main(['tune', {option!r}])\nexcept SystemExit as exit:\n    code = exit.code\n"
+        "heavy = sorted(m for m in ('torch', 'lightning', 'optuna') if m in sys.modules)\n"
+        "print(code, heavy, file=sys.stderr)\n"
+    )
+    env = {"PYTHONPATH": str(ROOT), "COLUMNS": "100"}  # (the help is wrapped to the terminal's width)
+    early = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert early.stderr == "0 []\n", early.stderr[-2000:]
+    monkeypatch.setenv("COLUMNS", "100")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        tune_command([option])
+    assert exit_info.value.code == 0
+    assert early.stdout == capsys.readouterr().out and early.stdout.strip()
+
+
 @pytest.mark.parametrize("path", sorted(ROOT.glob("benchmarks/tune_*.yaml")), ids=lambda path: path.name)
 def test_the_early_checks_accept_every_shipped_tune_suite(path):
     from unlearnbench.grid import check_tune_file

@@ -781,24 +781,23 @@ def cmd_tune(argv: list[str]) -> int:
     from unlearnbench.grid import check_tune_file
     from unlearnbench.tune_options import check_study_settings, tune_parser, tune_seeds
 
-    if not _asks_for_help(argv):  # the options, names, numbers and a tune suite's file, before torch is imported
-        try:
-            args = tune_parser().parse_args(argv)
-        except JsonArgumentError as error:
-            raise UsageError(str(error)) from error
-        seeds = tune_seeds(args.tune_seeds)
-        check_study_settings(args.objective, args.sampler, args.pruner, args.trials, args.heartbeat, seeds)
-        check_recipe(args.recipe)
-        given = _given(argv)
-        if given.get("suite") is not None and given.get("method") is None:  # both: `tune_specs` says which to drop
-            check_tune_file(Path(str(given["suite"])))
-        values = {
-            name: _early_value(given[name], EARLY_OPTIONS.get(name, str))
-            for name in TUNE_EARLY_OPTIONS
-            if name in given
-        }
-        check_run_options({name: value for name, value in values.items() if value is not _UNREAD})
-        check_data_dir(given.get("data_dir"), download=False)
+    # the options, names, numbers and a tune suite's file, before torch is imported; `--help` prints and exits
+    # here, as the same parser would after the imports of `tune_command`
+    try:
+        args = tune_parser().parse_args(argv)
+    except JsonArgumentError as error:
+        raise UsageError(str(error)) from error
+    seeds = tune_seeds(args.tune_seeds)
+    check_study_settings(args.objective, args.sampler, args.pruner, args.trials, args.heartbeat, seeds)
+    check_recipe(args.recipe)
+    given = _given(argv)
+    if given.get("suite") is not None and given.get("method") is None:  # both: `tune_specs` says which to drop
+        check_tune_file(Path(str(given["suite"])))
+    values = {
+        name: _early_value(given[name], EARLY_OPTIONS.get(name, str)) for name in TUNE_EARLY_OPTIONS if name in given
+    }
+    check_run_options({name: value for name, value in values.items() if value is not _UNREAD})
+    check_data_dir(given.get("data_dir"), download=False)
     from unlearnbench.tune import tune_command
 
     try:
