@@ -237,6 +237,19 @@ EARLY_REFUSALS = [
     (["--method", "ga", "--dataset", "mnist", "--dataset_args.test_size", "20000"], "exceeds the 10000 samples"),
     (["--method", "ga", "--arch_args.width", "0"], "arch argument width must be a whole number >= 1, got 0"),
     (["--method", "ga", "--arch", "mlp", "--arch_args.pools", "1"], "unrecognized arguments: --arch_args.pools 1"),
+    # a group given whole, or in a --config file's section
+    (
+        ["--method", "salun", "--salun", '{"ratio": 3}'],
+        "method 'salun' argument ratio must satisfy 0 < ratio <= 1, got 3.0",
+    ),
+    (["--method", "salun", "--salun.optim", "{lr: -1}"], "method 'salun' argument lr must satisfy lr > 0, got -1.0"),
+    (["--method", "salun", "--salun", "{nope: 1}"], "Group 'salun' does not accept option 'nope'"),
+    (["--method", "ga", "--guard", "ewc", "--ewc", "{ewc_lambda: x}"], 'Parser key "ewc.ewc_lambda": Expected a'),
+    (["--config", "{tmp}/salun3.yaml"], "method 'salun' argument ratio must satisfy 0 < ratio <= 1, got 3.0"),
+    (["--config", "{tmp}/salun3.yaml", "--salun.ratio", "0.3", "--salun.optim", "{epochs: 0}"], "epochs must be >= 1"),
+    (["--method", "ga", "--config", "{tmp}/test_size.yaml"], "dataset argument test_size=1 is fewer than digits's 10"),
+    (["--config", "{tmp}/scalar.yaml"], "salun in --config must be a mapping of its arguments to values (its "),
+    (["--config", "{tmp}/optim.yaml"], "optim of method 'salun' must be a mapping of lr, epochs, batch_size, "),
     # the stream against the dataset's declared size (`early_checks.check_stream_size`)
     (["--method", "ga", "--requests", "11"], "classwise stream needs requests x size < 10 classes so that some "),
     (["--method", "ga", "--config", "{tmp}/eleven.yaml"], "classwise stream needs requests x size < 10 classes"),
@@ -256,6 +269,10 @@ def test_bad_run_options_are_refused_before_torch_and_lightning_are_imported(arg
     (tmp_path / "oracle.yaml").write_text("oracle: sometimes\n")
     (tmp_path / "salun.yaml").write_text("method: salun\n")
     (tmp_path / "eleven.yaml").write_text("requests: 11\n")
+    (tmp_path / "salun3.yaml").write_text("method: salun\nsalun: {ratio: 3}\n")
+    (tmp_path / "test_size.yaml").write_text("dataset_args: {test_size: 1}\n")
+    (tmp_path / "scalar.yaml").write_text("method: salun\nsalun: 3\n")
+    (tmp_path / "optim.yaml").write_text("method: salun\nsalun: {optim: 3}\n")
     argv = ["run", *(arg.replace("{tmp}", str(tmp_path)) for arg in argv), "--out", str(tmp_path / "out")]
     _assert_refused_before_torch(argv, message.replace("{tmp}", str(tmp_path)), tmp_path)
 
@@ -403,6 +420,9 @@ EARLY_ACCEPTED = [
     ["--method", "ga", "--requests", "11", "--config", "{tmp}/zero.yaml", "--requests", "9"],
     ["--method", "ga", "--requests", "40", "--dataset", "cifar100", "--size", "2"],
     ["--method", "ga", "--requests", "20", "--dataset", "imagefolder"],  # no declared size: checked once loaded
+    ["--config", "{tmp}/null.yaml"],  # a group given as null: its defaults
+    ["--config", "{tmp}/plugin.yaml"],  # a section the early parser lacks: the file is left to the full parse
+    ["--method", "salun", "--salun", '{"ratio": 3}', "--config", "{tmp}/salun.yaml"],  # the later value 0.3 wins
 ]
 
 
@@ -412,6 +432,8 @@ def test_the_early_checks_refuse_nothing_the_parser_would_take(argv, tmp_path):
 
     (tmp_path / "zero.yaml").write_text("requests: 0\n")
     (tmp_path / "salun.yaml").write_text("method: salun\nsalun: {ratio: 0.3}\nguards: [ewc]\nrequests: 2\n")
+    (tmp_path / "null.yaml").write_text("method: salun\nsalun: {optim: null}\ndataset_args: null\n")
+    (tmp_path / "plugin.yaml").write_text("method: salun\nsalun: {ratio: 3}\nplugin_method: {x: 1}\n")
     _check_early([arg.replace("{tmp}", str(tmp_path)) for arg in argv])
 
 

@@ -9,6 +9,7 @@ and that where it refuses, the full parse and `RunConfig.validate` refuse the sa
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import json
 
@@ -136,6 +137,13 @@ BAD_VALUES = [
     ["--method", "ga", "--dataset_args.nope", "1"],
     ["--method", "ga", "--arch_args.width", "0"],
     ["--method", "ga", "--arch_args.width", "2.5"],
+    ["--method", "salun", "--salun", '{"ratio": 3}'],
+    ["--method", "salun", "--salun", '{"optim": {"lr": -1}}', "--salun.ratio", "0.3"],
+    ["--method", "salun", "--salun.optim", "{momentum: 1}"],
+    ["--method", "salun", "--salun", "{nope: 1}"],
+    ["--method", "salun", "--salun", "{hold: x}"],
+    ["--method", "finetune", "--guard", "ewc", "--ewc", "{ewc_lambda: x}"],
+    ["--method", "ga", "--dataset_args", "{test_size: 1}"],
     ["--method", "ga", "--requests", "11"],
     ["--method", "ga", "--requests", "4", "--size", "3"],
     ["--method", "ga", "--stream", "random", "--size", "0.5", "--requests", "2"],
@@ -162,6 +170,33 @@ def test_the_early_refusal_is_the_full_one(argv, tmp_path):
     assert early is not None and early == _refusal(_full, argv, tmp_path)
 
 
+#: --config files whose groups the early check judges: the full parse and validation must say the same of each.
+BAD_SECTIONS = [
+    "method: salun\nsalun: {ratio: 3}\n",
+    "method: salun\nsalun: {optim: {lr: -1}}\n",
+    "method: salun\nsalun: {optim: 3}\n",
+    "method: salun\nsalun: {ratio: null}\n",
+    "method: salun\nsalun: 3\n",
+    "method: salun\nsalun: [1]\n",
+    "method: salun\nsalun: {nope: 1}\n",
+    "method: finetune\nguards: [ewc]\newc: {ewc_lambda: x}\n",
+    "method: finetune\nguards: [ewc]\newc: 3\n",
+    "method: rum\nrum: {stage_args: 3}\n",
+    "method: ga\ndataset_args: {test_size: 1}\n",
+    "method: ga\ndataset_args: 3\n",
+    "method: ga\narch: mlp\narch_args: {width: 0}\n",
+    "method: ga\narch_args: x\n",
+]
+
+
+@pytest.mark.parametrize("config", BAD_SECTIONS)
+def test_the_early_refusal_of_a_config_section_is_the_full_one(config, tmp_path):
+    (tmp_path / "run.yaml").write_text(config)
+    argv = ["--config", str(tmp_path / "run.yaml")]
+    early = _refusal(_check_early, argv, tmp_path)
+    assert early is not None and early == _refusal(_full, argv, tmp_path)
+
+
 @pytest.mark.parametrize("argv", GOOD_VALUES, ids=[" ".join(a) for a in GOOD_VALUES])
 def test_the_full_parse_takes_the_good_values_too(argv, tmp_path):
     assert _refusal(_full, argv, tmp_path) is None
@@ -176,6 +211,12 @@ def _probes() -> list[list[str]]:
             for option, kind, _ in known_arguments.options(section, name):
                 value = "-1" if kind in (int, float) else "{not: a value}"
                 probes.append([*chosen, f"--{name}.{option}", value])
+                whole = {}  # and the same value in the group given whole: `--salun '{"optim": {"lr": -1}}'`
+                *groups, last = option.split(".")
+                functools.reduce(lambda mapping, group: mapping.setdefault(group, {}), groups, whole)[last] = (
+                    -1 if kind in (int, float) else {"not": "a value"}
+                )
+                probes.append([*chosen, f"--{name}", json.dumps(whole)])
     return probes
 
 

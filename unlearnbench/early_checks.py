@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import fields
+from dataclasses import fields, is_dataclass
 from pathlib import Path
 
 from unlearnbench.errors import ConfigError, excerpt
@@ -240,6 +240,12 @@ def check_group_spelling(method: str, settings: Mapping[str, Sequence[str]], nam
                 f"method {method!r} takes {name} among its {group} settings: write --{method}.{group}.{name} "
                 f"(YAML: {method}: {{{group}: {{{name}: ...}}}}), not --{method}.{name}"
             )
+
+
+def check_group_mapping(method: str, group: str, settings: Sequence[str], given: object) -> None:
+    """A method's group (`optim`) given as no mapping of its `settings` (`salun: {optim: 3}`); None: the defaults."""
+    if not (given is None or isinstance(given, Mapping) or is_dataclass(given)):
+        raise ConfigError(f"{group} of method {method!r} must be a mapping of {', '.join(settings)}, got {given!r}")
 
 
 def check_section(key: str, value: object, names: Iterable[str]) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import json
 import typing
+from dataclasses import field, make_dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -39,6 +40,29 @@ def options(section: str, name: str) -> list[Option] | None:
     if entry is None:
         return None
     return [(option, eval(kind, TYPE_NAMES), default) for option, kind, default in entry["options"]]
+
+
+def group_class(section: str, name: str) -> type:
+    """A dataclass of built-in `name`'s arguments, its groups nested, each of the type and default the file holds: the
+    parser makes of it the group it makes of the class (`--salun.ratio`, `--salun '{...}'`, `--salun.optim '{...}'`,
+    a --config file's `salun:` section), with the same values and the same words for a bad one, the class unimported."""
+    entries = options(section, name)
+
+    def fields_under(prefix: str) -> list[tuple]:
+        fields, nested = [], set()
+        for option, kind, default in entries:
+            head, dot, _ = option.removeprefix(prefix).partition(".")
+            if not option.startswith(prefix) or head in nested:
+                continue
+            if dot:  # a group of the class's (a method's `optim`): a dataclass of its own
+                nested.add(head)
+                group = make_dataclass(head, fields_under(f"{prefix}{head}."))
+                fields.append((head, group, field(default_factory=group)))
+            else:  # (the file holds a tuple as a list, which a dataclass takes as no default)
+                fields.append((head, kind, field(default=tuple(default) if isinstance(default, list) else default)))
+        return fields
+
+    return make_dataclass(name, fields_under(""))
 
 
 def subgroups(section: str, name: str) -> list[str]:
