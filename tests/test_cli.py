@@ -250,6 +250,11 @@ EARLY_REFUSALS = [
     (["--method", "ga", "--config", "{tmp}/test_size.yaml"], "dataset argument test_size=1 is fewer than digits's 10"),
     (["--config", "{tmp}/scalar.yaml"], "salun in --config must be a mapping of its arguments to values (its "),
     (["--config", "{tmp}/optim.yaml"], "optim of method 'salun' must be a mapping of lr, epochs, batch_size, "),
+    # the words Lightning takes, as `known_arguments.json` records them of the installed version
+    (["--method", "ga", "--accelerator", "tpuu"], "unknown accelerator 'tpuu'; choose one of: auto, gpu, cpu, "),
+    (["--method", "ga", "--strategy", "nope"], "unknown strategy 'nope'; choose one of: auto, ddp, "),
+    (["--method", "ga", "--precision", "99"], "unknown precision '99'; choose one of: 64, 32, 16, "),
+    (["--method", "ga", "--config", "{tmp}/precision.yaml"], "unknown precision 'half'; choose one of: "),
     # the stream against the dataset's declared size (`early_checks.check_stream_size`)
     (["--method", "ga", "--requests", "11"], "classwise stream needs requests x size < 10 classes so that some "),
     (["--method", "ga", "--config", "{tmp}/eleven.yaml"], "classwise stream needs requests x size < 10 classes"),
@@ -269,6 +274,7 @@ def test_bad_run_options_are_refused_before_torch_and_lightning_are_imported(arg
     (tmp_path / "oracle.yaml").write_text("oracle: sometimes\n")
     (tmp_path / "salun.yaml").write_text("method: salun\n")
     (tmp_path / "eleven.yaml").write_text("requests: 11\n")
+    (tmp_path / "precision.yaml").write_text("precision: half\n")
     (tmp_path / "salun3.yaml").write_text("method: salun\nsalun: {ratio: 3}\n")
     (tmp_path / "test_size.yaml").write_text("dataset_args: {test_size: 1}\n")
     (tmp_path / "scalar.yaml").write_text("method: salun\nsalun: 3\n")
@@ -421,6 +427,7 @@ EARLY_ACCEPTED = [
     ["--method", "ga", "--requests", "40", "--dataset", "cifar100", "--size", "2"],
     ["--method", "ga", "--requests", "20", "--dataset", "imagefolder"],  # no declared size: checked once loaded
     ["--config", "{tmp}/null.yaml"],  # a group given as null: its defaults
+    ["--method", "ga", "--accelerator", "cpu", "--precision", "bf16-mixed", "--strategy", "ddp", "--precision", "16"],
     ["--config", "{tmp}/plugin.yaml"],  # a section the early parser lacks: the file is left to the full parse
     ["--method", "salun", "--salun", '{"ratio": 3}', "--config", "{tmp}/salun.yaml"],  # the later value 0.3 wins
 ]

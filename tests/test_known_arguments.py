@@ -33,8 +33,22 @@ ENTRIES = [
 
 
 def test_the_file_is_what_the_live_registries_say():
-    """Else: `python -m unlearnbench.generate_known_arguments` after changing a built-in's arguments, ranges or size."""
-    assert json.loads(known_arguments.KNOWN_ARGUMENTS.read_text()) == generate()
+    """Else: `python -m unlearnbench.generate_known_arguments` after changing a built-in's arguments, ranges or size.
+    The hardware words of another Lightning than the one installed are not read (`hardware_choices`), only stale."""
+    recorded, live = json.loads(known_arguments.KNOWN_ARGUMENTS.read_text()), generate()
+    if recorded["lightning"]["version"] != live["lightning"]["version"]:
+        recorded.pop("lightning"), live.pop("lightning")
+    assert recorded == live
+
+
+def test_the_hardware_words_are_judged_early_only_with_the_lightning_they_were_read_from(monkeypatch, tmp_path):
+    argv = ["--method", "ga", "--precision", "99"]
+    assert known_arguments.hardware_choices() is not None  # the file's version is the installed one
+    assert _refusal(_check_early, argv, tmp_path) == _refusal(_full, argv, tmp_path) is not None
+    for other in ("0.0.1", None):  # another version, or none installed: the full check judges
+        monkeypatch.setattr(known_arguments, "_lightning_version", lambda other=other: other)
+        assert known_arguments.hardware_choices() is None
+        assert _refusal(_check_early, argv, tmp_path) is None
 
 
 def _json(value: object) -> object:
@@ -137,6 +151,9 @@ BAD_VALUES = [
     ["--method", "ga", "--dataset_args.nope", "1"],
     ["--method", "ga", "--arch_args.width", "0"],
     ["--method", "ga", "--arch_args.width", "2.5"],
+    ["--method", "ga", "--accelerator", "tpuu"],
+    ["--method", "ga", "--strategy", "ddp_sideways"],
+    ["--method", "ga", "--precision", "15-mixed"],
     ["--method", "salun", "--salun", '{"ratio": 3}'],
     ["--method", "salun", "--salun", '{"optim": {"lr": -1}}', "--salun.ratio", "0.3"],
     ["--method", "salun", "--salun.optim", "{momentum: 1}"],

@@ -138,9 +138,11 @@ _UNREAD = object()
 
 def _check_early(argv: list[str]) -> None:
     """What the run's options alone decide (`unlearnbench.early_checks`): refused before torch is imported."""
+    from unlearnbench import known_arguments
     from unlearnbench.early_checks import (
         CHOICES,
         check_data_dir,
+        check_hardware_choices,
         check_names,
         check_recipe,
         check_run_choices,
@@ -160,6 +162,9 @@ def _check_early(argv: list[str]) -> None:
     check_recipe(args.recipe)  # the command line's, read as the parser reads it
     _check_known_groups(args, known)
     _check_stream_size(given, values, args, known)
+    choices = known_arguments.hardware_choices()
+    if choices is not None:  # (a value that is no text, from a --config file, is the parser's to refuse)
+        check_hardware_choices({name: given[name] for name in choices if isinstance(given.get(name), str)}, choices)
 
 
 def _check_stream_size(given: dict[str, object], values: dict[str, object], args, known: dict) -> None:

@@ -136,6 +136,14 @@ def check_stream_size(
         raise ConfigError(str(error)) from None
 
 
+def check_hardware_choices(values: Mapping[str, object], choices: Mapping[str, Sequence[str]]) -> None:
+    """`accelerator`, `strategy` and `precision` among `values` against the words Lightning takes (`choices`:
+    `config.Hardware.choices`); those absent pass. A precision may be a number (`16`, in a suite's YAML)."""
+    for name, valid in choices.items():
+        if name in values and str(values[name]) not in valid:
+            raise ConfigError(f"unknown {name} {values[name]!r}; choose one of: {', '.join(valid)}")
+
+
 def check_data_dir(data_dir: str | Path | None, download: bool) -> None:
     """A data folder given explicitly exists (or `download` will create it): one that points nowhere is a typo,
     and the datasets' other places (the system's copy of Fashion-MNIST) would be used in silence instead."""
