@@ -4,10 +4,11 @@ Importing the methods (Lightning modules), the datasets and the archs takes seco
 wait for it. What can be decided from the options alone is decided here: the names against the registries'
 sources (`Registry.catalog`, nothing imported), the counts, seeds and sizes, the data folder, and the values of a
 built-in class's arguments, from what `known_arguments` records of it (`check_dataset_arguments`,
-`check_arch_arguments`, `check_numbers`, `check_group_spelling`). `RunConfig.validate` runs these checks again on
-every run (a suite's cells and tuning trials do not come through the command line, a plugin's class is known only
-once imported), with what the live classes say, and then the rest (the stream against the dataset's size, the
-hardware). The data folder is checked where data is about to be read (`run`, `tune`, a suite that runs), not by
+`check_arch_arguments`, `check_numbers`, `check_group_spelling`), the stream against a built-in dataset's declared
+size (`check_stream_size`) and the hardware's words as the recorded Lightning lists them (`check_hardware_choices`).
+`RunConfig.validate` runs these checks again on every run (a suite's cells and tuning trials do not come through the
+command line, a plugin's class is known only once imported), with what the live classes say, and then the rest (the
+devices, the output folders). The data folder is checked where data is about to be read (`run`, `tune`, a suite that runs), not by
 `suite --check`, which may run where the data is not.
 """
 
