@@ -108,6 +108,8 @@ GOOD_VALUES = [
         "false",
     ],
     ["--method", "ga", "--dataset_args.test_size", "10", "--arch", "mlp", "--arch_args.width", "1"],
+    ["--method", "salun", "--salun", '{"ratio": 1, "optim": {"lr": 0.00001}}', "--salun.optim", "{epochs: 1}"],
+    ["--method", "finetune", "--guard", "ewc", "--ewc", "{ewc_lambda: 0}", "--requests", "9", "--precision", "16"],
 ]
 
 
