@@ -29,12 +29,14 @@ measured in the same script, interleaved, median of the repeats):
 - P10  the gradient statistics of Fisher forgetting and IU on the tier's `mlp` (1,024 samples, one thread), with
        linear layers' per-sample gradients factored (`methods.sample_gradients`) / materialized by `torch.func`:
        P10a the diagonal Fisher (Σ (g + ε)²), P10b IU's H⁻¹v (Gram matrix, G v, Gᵀc)       [<= 0.10]
-- S1/S2 `unlearnbench --help` / `unlearnbench list` wall time                          [< 1.5 s]
+- S1/S2/S5 `unlearnbench --help` / `unlearnbench list` / `unlearnbench tune --help` wall time [< 1.5 s]
 - S3   a refused `run` (unknown method, `--requests 0`, a config file that is not YAML, a `--data-dir` that does
        not exist, a misspelt option, a value of the wrong type, an unknown `--oracle`, a bad `--recipe`, a method's
        hyperparameter out of range or unknown, a guard's argument of the wrong type, a dataset's subset smaller
-       than its classes, an arch argument < 1), the slowest of them: wall time, the import of the runner beside it
-                                                                                      [< 2 s]
+       than its classes, an arch argument < 1, a method's group given whole or in a config file's section with a
+       value out of range, a section that is no mapping, a stream longer than the dataset's classes, an unknown
+       `--accelerator`, `--strategy` or `--precision`), the slowest of them: wall time, the import of the runner
+       beside it                                                                      [< 2 s]
 - S4   a refused `suite` and `tune` (an unknown method, `requests: 0` in a cell or a study, a suite file that is
        not YAML, a misspelt `tune` option, an unknown objective), the slowest of them: wall time, the import of
        the runner beside it                                                           [< 2 s]
@@ -489,7 +491,7 @@ def p9_suite_memory(root: Path) -> None:
 
 
 def startup() -> None:
-    for key, argv in (("S1", ["--help"]), ("S2", ["list"])):
+    for key, argv in (("S1", ["--help"]), ("S2", ["list"]), ("S5", ["tune", "--help"])):
         best = _wall_seconds(argv)
         report(key, f"`unlearnbench {' '.join(argv)}` wall seconds", best, "< 1.5 s", best < 1.5)
 
@@ -509,6 +511,8 @@ def refusals(root: Path) -> None:
     """S3, S4: bad input to `run`, `suite` and `tune` is refused before torch and Lightning are imported
     (`unlearnbench.early_checks`, `unlearnbench.grid`)."""
     (root / "bad.yaml").write_text("requests: [1\n")
+    (root / "section.yaml").write_text("method: salun\nsalun: {ratio: 3}\n")
+    (root / "scalar.yaml").write_text("method: salun\nsalun: 3\n")
     cases = {
         "unknown method": ["run", "--method", "nosuch"],
         "--requests 0": ["run", "--method", "finetune", "--requests", "0"],
@@ -524,6 +528,13 @@ def refusals(root: Path) -> None:
         "guard argument of the wrong type": ["run", "--method", "finetune", "--guard", "ewc", "--ewc.ewc_lambda", "x"],
         "dataset subset too small": ["run", "--method", "finetune", "--dataset_args.test_size", "1"],
         "arch argument < 1": ["run", "--method", "finetune", "--arch_args.width", "0"],
+        "method group given whole": ["run", "--method", "salun", "--salun", '{"ratio": 3}'],
+        "config section out of range": ["run", "--config", str(root / "section.yaml")],
+        "config section no mapping": ["run", "--config", str(root / "scalar.yaml")],
+        "stream longer than the classes": ["run", "--method", "finetune", "--requests", "11"],
+        "unknown --accelerator": ["run", "--method", "finetune", "--accelerator", "tpuu"],
+        "unknown --strategy": ["run", "--method", "finetune", "--strategy", "nope"],
+        "unknown --precision": ["run", "--method", "finetune", "--precision", "99"],
     }
     _report_refusals("S3", "run", cases)
     (root / "unknown.yaml").write_text(f"out: {root / 'out'}\nmethods: [nosuch]\n")

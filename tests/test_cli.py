@@ -71,6 +71,27 @@ def test_config_file_and_command_line_set_method_arguments(tmp_path, capsys):
     assert "ratioo" in capsys.readouterr().err
 
 
+#: A --config file's section of an argument group that is no mapping, and what `run` says of it.
+NOT_A_MAPPING = [
+    ("method: salun\nsalun: 3\n", "salun in --config must be a mapping of its arguments to values (its arguments: "),
+    ("method: salun\nsalun: [1]\n", "salun in --config must be a mapping of its arguments to values"),
+    ("method: ga\ndataset_args: 3\n", "dataset_args in --config must be a mapping of its arguments to values"),
+    ("method: ga\narch_args: x\n", "arch_args in --config must be a mapping of its arguments to values"),
+    ("method: ga\nguards: [ewc]\newc: 3\n", "(its arguments: ewc_lambda), got 3"),
+]
+
+
+@pytest.mark.parametrize(("config", "message"), NOT_A_MAPPING, ids=[c for c, _ in NOT_A_MAPPING])
+def test_a_config_section_of_a_group_that_is_no_mapping_is_one_line(config, message, tmp_path, capsys):
+    """The parser takes `salun: 3` as the group's value; reading it as the method's arguments was a TypeError."""
+    (tmp_path / "run.yaml").write_text(config)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", "--config", str(tmp_path / "run.yaml"), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("\n") == 1 and message in err, err
+    assert not (tmp_path / "out").exists()
+
+
 def test_list_prints_every_registered_name(capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out
@@ -216,6 +237,29 @@ EARLY_REFUSALS = [
     (["--method", "ga", "--dataset", "mnist", "--dataset_args.test_size", "20000"], "exceeds the 10000 samples"),
     (["--method", "ga", "--arch_args.width", "0"], "arch argument width must be a whole number >= 1, got 0"),
     (["--method", "ga", "--arch", "mlp", "--arch_args.pools", "1"], "unrecognized arguments: --arch_args.pools 1"),
+    # a group given whole, or in a --config file's section
+    (
+        ["--method", "salun", "--salun", '{"ratio": 3}'],
+        "method 'salun' argument ratio must satisfy 0 < ratio <= 1, got 3.0",
+    ),
+    (["--method", "salun", "--salun.optim", "{lr: -1}"], "method 'salun' argument lr must satisfy lr > 0, got -1.0"),
+    (["--method", "salun", "--salun", "{nope: 1}"], "Group 'salun' does not accept option 'nope'"),
+    (["--method", "ga", "--guard", "ewc", "--ewc", "{ewc_lambda: x}"], 'Parser key "ewc.ewc_lambda": Expected a'),
+    (["--config", "{tmp}/salun3.yaml"], "method 'salun' argument ratio must satisfy 0 < ratio <= 1, got 3.0"),
+    (["--config", "{tmp}/salun3.yaml", "--salun.ratio", "0.3", "--salun.optim", "{epochs: 0}"], "epochs must be >= 1"),
+    (["--method", "ga", "--config", "{tmp}/test_size.yaml"], "dataset argument test_size=1 is fewer than digits's 10"),
+    (["--config", "{tmp}/scalar.yaml"], "salun in --config must be a mapping of its arguments to values (its "),
+    (["--config", "{tmp}/optim.yaml"], "optim of method 'salun' must be a mapping of lr, epochs, batch_size, "),
+    # the words Lightning takes, as `known_arguments.json` records them of the installed version
+    (["--method", "ga", "--accelerator", "tpuu"], "unknown accelerator 'tpuu'; choose one of: auto, gpu, cpu, "),
+    (["--method", "ga", "--strategy", "nope"], "unknown strategy 'nope'; choose one of: auto, ddp, "),
+    (["--method", "ga", "--precision", "99"], "unknown precision '99'; choose one of: 64, 32, 16, "),
+    (["--method", "ga", "--config", "{tmp}/precision.yaml"], "unknown precision 'half'; choose one of: "),
+    # the stream against the dataset's declared size (`early_checks.check_stream_size`)
+    (["--method", "ga", "--requests", "11"], "classwise stream needs requests x size < 10 classes so that some "),
+    (["--method", "ga", "--config", "{tmp}/eleven.yaml"], "classwise stream needs requests x size < 10 classes"),
+    (["--method", "ga", "--stream", "random", "--size", "0.5", "--requests", "2"], "random stream needs requests x "),
+    (["--method", "ga", "--stream", "random", "--dataset_args.train_size", "20", "--size", "0.01"], "less than one"),
 ]
 
 
@@ -229,6 +273,12 @@ def test_bad_run_options_are_refused_before_torch_and_lightning_are_imported(arg
     (tmp_path / "method.yaml").write_text("method: finetune\n")
     (tmp_path / "oracle.yaml").write_text("oracle: sometimes\n")
     (tmp_path / "salun.yaml").write_text("method: salun\n")
+    (tmp_path / "eleven.yaml").write_text("requests: 11\n")
+    (tmp_path / "precision.yaml").write_text("precision: half\n")
+    (tmp_path / "salun3.yaml").write_text("method: salun\nsalun: {ratio: 3}\n")
+    (tmp_path / "test_size.yaml").write_text("dataset_args: {test_size: 1}\n")
+    (tmp_path / "scalar.yaml").write_text("method: salun\nsalun: 3\n")
+    (tmp_path / "optim.yaml").write_text("method: salun\nsalun: {optim: 3}\n")
     argv = ["run", *(arg.replace("{tmp}", str(tmp_path)) for arg in argv), "--out", str(tmp_path / "out")]
     _assert_refused_before_torch(argv, message.replace("{tmp}", str(tmp_path)), tmp_path)
 
@@ -323,6 +373,29 @@ def test_bad_tune_options_are_refused_before_torch_and_lightning_are_imported(ar
     _assert_refused_before_torch(argv, message.replace("{tmp}", str(tmp_path)), tmp_path)
 
 
+@pytest.mark.parametrize("option", ["--help", "-h"])
+def test_tune_prints_its_help_before_torch_is_imported_in_the_full_words(option, tmp_path, monkeypatch, capsys):
+    """`tune --help` waited seconds for the imports of `tune.py` (Optuna, torch, Lightning) to print what its parser,
+    which imports none of them, holds: `cmd_tune` prints it, the same text as `tune_command`."""
+    from unlearnbench.tune import tune_command
+
+    probe = (
+        "import sys\nfrom unlearnbench.cli import main\n"
+        f"try:\n    main(['tune', {option!r}])\nexcept SystemExit as exit:\n    code = exit.code\n"
+        "heavy = sorted(m for m in ('torch', 'lightning', 'optuna') if m in sys.modules)\n"
+        "print(code, heavy, file=sys.stderr)\n"
+    )
+    env = {"PYTHONPATH": str(ROOT), "COLUMNS": "100"}  # (the help is wrapped to the terminal's width)
+    early = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert early.stderr == "0 []\n", early.stderr[-2000:]
+    monkeypatch.setenv("COLUMNS", "100")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        tune_command([option])
+    assert exit_info.value.code == 0
+    assert early.stdout == capsys.readouterr().out and early.stdout.strip()
+
+
 @pytest.mark.parametrize("path", sorted(ROOT.glob("benchmarks/tune_*.yaml")), ids=lambda path: path.name)
 def test_the_early_checks_accept_every_shipped_tune_suite(path):
     from unlearnbench.grid import check_tune_file
@@ -349,6 +422,14 @@ EARLY_ACCEPTED = [
     ["--method", "salun", "--salun.optim.lr", "-1", "--salun.optim", "{lr: 0.1}"],
     ["--method", "ga", "--arch", "timm:resnet18", "--arch_args.anything", "1"],  # an open family: not known early
     ["--method", "ga", "--dataset_args.train_size", "null", "--arch_args.width", "8", "--guards", "ewc,lwf"],
+    ["--method", "ga", "--requests", "9", "--stream", "classwise", "--size", "0.1", "--stream", "random"],
+    ["--method", "ga", "--requests", "11", "--config", "{tmp}/zero.yaml", "--requests", "9"],
+    ["--method", "ga", "--requests", "40", "--dataset", "cifar100", "--size", "2"],
+    ["--method", "ga", "--requests", "20", "--dataset", "imagefolder"],  # no declared size: checked once loaded
+    ["--config", "{tmp}/null.yaml"],  # a group given as null: its defaults
+    ["--method", "ga", "--accelerator", "cpu", "--precision", "bf16-mixed", "--strategy", "ddp", "--precision", "16"],
+    ["--config", "{tmp}/plugin.yaml"],  # a section the early parser lacks: the file is left to the full parse
+    ["--method", "salun", "--salun", '{"ratio": 3}', "--config", "{tmp}/salun.yaml"],  # the later value 0.3 wins
 ]
 
 
@@ -358,6 +439,8 @@ def test_the_early_checks_refuse_nothing_the_parser_would_take(argv, tmp_path):
 
     (tmp_path / "zero.yaml").write_text("requests: 0\n")
     (tmp_path / "salun.yaml").write_text("method: salun\nsalun: {ratio: 0.3}\nguards: [ewc]\nrequests: 2\n")
+    (tmp_path / "null.yaml").write_text("method: salun\nsalun: {optim: null}\ndataset_args: null\n")
+    (tmp_path / "plugin.yaml").write_text("method: salun\nsalun: {ratio: 3}\nplugin_method: {x: 1}\n")
     _check_early([arg.replace("{tmp}", str(tmp_path)) for arg in argv])
 
 

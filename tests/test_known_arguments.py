@@ -9,6 +9,7 @@ and that where it refuses, the full parse and `RunConfig.validate` refuse the sa
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import json
 
@@ -32,8 +33,22 @@ ENTRIES = [
 
 
 def test_the_file_is_what_the_live_registries_say():
-    """Else: `python -m unlearnbench.generate_known_arguments` after changing a built-in's arguments, ranges or size."""
-    assert json.loads(known_arguments.KNOWN_ARGUMENTS.read_text()) == generate()
+    """Else: `python -m unlearnbench.generate_known_arguments` after changing a built-in's arguments, ranges or size.
+    The hardware words of another Lightning than the one installed are not read (`hardware_choices`), only stale."""
+    recorded, live = json.loads(known_arguments.KNOWN_ARGUMENTS.read_text()), generate()
+    if recorded["lightning"]["version"] != live["lightning"]["version"]:
+        recorded.pop("lightning"), live.pop("lightning")
+    assert recorded == live
+
+
+def test_the_hardware_words_are_judged_early_only_with_the_lightning_they_were_read_from(monkeypatch, tmp_path):
+    argv = ["--method", "ga", "--precision", "99"]
+    assert known_arguments.hardware_choices() is not None  # the file's version is the installed one
+    assert _refusal(_check_early, argv, tmp_path) == _refusal(_full, argv, tmp_path) is not None
+    for other in ("0.0.1", None):  # another version, or none installed: the full check judges
+        monkeypatch.setattr(known_arguments, "_lightning_version", lambda other=other: other)
+        assert known_arguments.hardware_choices() is None
+        assert _refusal(_check_early, argv, tmp_path) is None
 
 
 def _json(value: object) -> object:
@@ -93,6 +108,8 @@ GOOD_VALUES = [
         "false",
     ],
     ["--method", "ga", "--dataset_args.test_size", "10", "--arch", "mlp", "--arch_args.width", "1"],
+    ["--method", "salun", "--salun", '{"ratio": 1, "optim": {"lr": 0.00001}}', "--salun.optim", "{epochs: 1}"],
+    ["--method", "finetune", "--guard", "ewc", "--ewc", "{ewc_lambda: 0}", "--requests", "9", "--precision", "16"],
 ]
 
 
@@ -136,11 +153,65 @@ BAD_VALUES = [
     ["--method", "ga", "--dataset_args.nope", "1"],
     ["--method", "ga", "--arch_args.width", "0"],
     ["--method", "ga", "--arch_args.width", "2.5"],
+    ["--method", "ga", "--accelerator", "tpuu"],
+    ["--method", "ga", "--strategy", "ddp_sideways"],
+    ["--method", "ga", "--precision", "15-mixed"],
+    ["--method", "salun", "--salun", '{"ratio": 3}'],
+    ["--method", "salun", "--salun", '{"optim": {"lr": -1}}', "--salun.ratio", "0.3"],
+    ["--method", "salun", "--salun.optim", "{momentum: 1}"],
+    ["--method", "salun", "--salun", "{nope: 1}"],
+    ["--method", "salun", "--salun", "{hold: x}"],
+    ["--method", "finetune", "--guard", "ewc", "--ewc", "{ewc_lambda: x}"],
+    ["--method", "ga", "--dataset_args", "{test_size: 1}"],
+    ["--method", "ga", "--requests", "11"],
+    ["--method", "ga", "--requests", "4", "--size", "3"],
+    ["--method", "ga", "--stream", "random", "--size", "0.5", "--requests", "2"],
+    ["--method", "ga", "--stream", "memorized_mixed", "--dataset_args.train_size", "20", "--size", "0.06"],
+    ["--method", "ga", "--stream", "interleaved", "--requests", "2", "--size", "0.45", "--single-shot-every", "0"],
+    [
+        "--method",
+        "ga",
+        "--dataset",
+        "cifar100",
+        "--dataset_args.train_size",
+        "150",
+        "--stream",
+        "random",
+        "--size",
+        "0.001",
+    ],
 ]
 
 
 @pytest.mark.parametrize("argv", BAD_VALUES, ids=[" ".join(a) for a in BAD_VALUES])
 def test_the_early_refusal_is_the_full_one(argv, tmp_path):
+    early = _refusal(_check_early, argv, tmp_path)
+    assert early is not None and early == _refusal(_full, argv, tmp_path)
+
+
+#: --config files whose groups the early check judges: the full parse and validation must say the same of each.
+BAD_SECTIONS = [
+    "method: salun\nsalun: {ratio: 3}\n",
+    "method: salun\nsalun: {optim: {lr: -1}}\n",
+    "method: salun\nsalun: {optim: 3}\n",
+    "method: salun\nsalun: {ratio: null}\n",
+    "method: salun\nsalun: 3\n",
+    "method: salun\nsalun: [1]\n",
+    "method: salun\nsalun: {nope: 1}\n",
+    "method: finetune\nguards: [ewc]\newc: {ewc_lambda: x}\n",
+    "method: finetune\nguards: [ewc]\newc: 3\n",
+    "method: rum\nrum: {stage_args: 3}\n",
+    "method: ga\ndataset_args: {test_size: 1}\n",
+    "method: ga\ndataset_args: 3\n",
+    "method: ga\narch: mlp\narch_args: {width: 0}\n",
+    "method: ga\narch_args: x\n",
+]
+
+
+@pytest.mark.parametrize("config", BAD_SECTIONS)
+def test_the_early_refusal_of_a_config_section_is_the_full_one(config, tmp_path):
+    (tmp_path / "run.yaml").write_text(config)
+    argv = ["--config", str(tmp_path / "run.yaml")]
     early = _refusal(_check_early, argv, tmp_path)
     assert early is not None and early == _refusal(_full, argv, tmp_path)
 
@@ -159,6 +230,12 @@ def _probes() -> list[list[str]]:
             for option, kind, _ in known_arguments.options(section, name):
                 value = "-1" if kind in (int, float) else "{not: a value}"
                 probes.append([*chosen, f"--{name}.{option}", value])
+                whole = {}  # and the same value in the group given whole: `--salun '{"optim": {"lr": -1}}'`
+                *groups, last = option.split(".")
+                functools.reduce(lambda mapping, group: mapping.setdefault(group, {}), groups, whole)[last] = (
+                    -1 if kind in (int, float) else {"not": "a value"}
+                )
+                probes.append([*chosen, f"--{name}", json.dumps(whole)])
     return probes
 
 

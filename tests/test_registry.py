@@ -17,6 +17,11 @@ def test_catalog_read_from_source_equals_the_imported_registry(registry: Registr
     assert all(catalog.values()), "every entry has a one-line description"
 
 
+@pytest.mark.parametrize("registry", REGISTRIES, ids=lambda r: r.kind)
+def test_a_builtin_found_by_its_own_module_is_the_registered_one(registry: Registry):
+    assert all(registry.builtin(name) is registry.get(name) for name in registry.builtins())
+
+
 def test_unknown_name_lists_the_choices():
     with pytest.raises(UnknownNameError, match=r"unknown method 'nope'; choose one of: .*salun"):
         METHODS.get("nope")

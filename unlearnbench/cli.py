@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import yaml
-from jsonargparse import ActionConfigFile, ArgumentParser
+from jsonargparse import ActionConfigFile, ArgumentParser, Namespace
 from jsonargparse import ArgumentError as JsonArgumentError
 
-from unlearnbench.early_checks import SEED_PARTS
+from unlearnbench.early_checks import SEED_PARTS, check_section
 from unlearnbench.errors import ConfigError, excerpt, print_warnings_as_lines
 from unlearnbench.interrupt import Interrupted, exit_process, ignore_late_signals, interruptible
 from unlearnbench.io import load_yaml
@@ -138,9 +138,11 @@ _UNREAD = object()
 
 def _check_early(argv: list[str]) -> None:
     """What the run's options alone decide (`unlearnbench.early_checks`): refused before torch is imported."""
+    from unlearnbench import known_arguments
     from unlearnbench.early_checks import (
         CHOICES,
         check_data_dir,
+        check_hardware_choices,
         check_names,
         check_recipe,
         check_run_choices,
@@ -159,24 +161,59 @@ def _check_early(argv: list[str]) -> None:
     args, known = _parse_own_options(argv, given)
     check_recipe(args.recipe)  # the command line's, read as the parser reads it
     _check_known_groups(args, known)
+    _check_stream_size(given, values, args, known)
+    choices = known_arguments.hardware_choices()
+    if choices is not None:  # (a value that is no text, from a --config file, is the parser's to refuse)
+        check_hardware_choices({name: given[name] for name in choices if isinstance(given.get(name), str)}, choices)
+
+
+def _check_stream_size(given: dict[str, object], values: dict[str, object], args, known: dict) -> None:
+    """The stream against the dataset's declared size (`--requests 11` of one class each on digits' 10 classes), as
+    `RunConfig.validate` checks it, where the stream, the dataset and its subset are known here: a built-in stream
+    (its own module imported, numpy only), a built-in dataset whose group was parsed early (`_known_groups`)."""
+    from unlearnbench import known_arguments
+    from unlearnbench.early_checks import check_stream_size
+    from unlearnbench.registry import STREAMS
+
+    stream = _chosen(given, "stream") or args.stream
+    numbers = {"requests": args.requests, "size": args.size}
+    numbers |= {name: values[name] for name in numbers if name in values}  # a --config file's too
+    if stream not in STREAMS.builtins() or "dataset_args" not in known or _UNREAD in numbers.values():
+        return
+    size = known_arguments.known_size(known["dataset_args"][1])
+    if size is not None:
+        train_size = args.get("dataset_args.train_size")
+        check_stream_size(STREAMS.builtin(stream), size, numbers["requests"], numbers["size"], train_size)
 
 
 def _parse_own_options(argv: list[str], given: dict[str, object]):
     """The command line's options of `run` itself parsed by the parser `run` builds, with the argument groups of the
     built-in classes that `known_arguments` holds (`_known_groups`): a misspelt or unknown option (`--reqests 2`,
-    `--salun.nope 1`), a value of the wrong type (`--requests abc`, `--salun.ratio abc`) and an option of a group that
-    is not there (`--salun.ratio` beside `--method finetune`) are refused with the parser's own words before torch is
-    imported. The groups of other classes (a plugin's method) are left to the full parse, and so are the --config
-    files: their method and guard sections are groups. Returns the parsed options, the --config files' left out (a
-    run's record among them stands for its options, replayed), and the groups parsed (`_known_groups`)."""
+    `--salun.nope 1`), a value of the wrong type (`--requests abc`, `--salun.ratio abc`, `--salun '{"ratio": "x"}'`)
+    and an option of a group that is not there (`--salun.ratio` beside `--method finetune`) are refused with the
+    parser's own words before torch is imported. The --config files are parsed too where the parser holds every key
+    they name; else they are left out (a plugin's method section), and so are the groups they have a section of. The
+    groups of other classes are left to the full parse. Returns the parsed options and the groups parsed."""
     from unlearnbench import known_arguments
 
-    guards, argv = _chosen_guards(_replayed_records(argv))
+    guards, argv = _chosen_guards(_replayed_records(argv))  # (a run's record stands for its options, replayed)
     argv = _argument_groups(argv)
     method = _chosen(given, "method")
     if known_arguments.options("methods", method) is not None:  # as the full parse does first
         _refuse_retired_spellings(argv, method, known_arguments.settings(method))
-    known = _known_groups(argv, given, method, guards)
+    known = _known_groups(given, method, guards)
+    parser = run_parser(None, (), None, None)
+    for key, (section, name) in known.items():
+        if section in ("methods", "guards"):  # a class's group, as `run_parser` makes it: given whole too
+            parser.add_class_arguments(known_arguments.group_class(section, name), nested_key=key)
+            continue
+        for option, kind, default in known_arguments.options(section, name):  # `_add_data_arguments`'s options
+            parser.add_argument(f"--{key}.{option}", type=kind, default=default)
+    keys = {action.dest.split(".", 1)[0] for action in parser._actions}  # (jsonargparse lists its options no other way)
+    sections = {key for path in _config_paths(argv) for key in _read_config(path)}
+    configs = sections <= keys
+    if not configs:
+        known = {key: group for key, group in known.items() if key not in sections}
     groups = {"dataset_args", "arch_args", *guards, *([method] if method else [])} - set(known)
     own, i = [], 0
     while i < len(argv):
@@ -184,27 +221,23 @@ def _parse_own_options(argv: list[str], given: dict[str, object]):
         alone = not arg.startswith("--") or "=" in arg or i + 1 == len(argv) or argv[i + 1].startswith("--")
         step = 1 if alone else 2  # an option and the value after it, as `_given` reads them
         name = arg[2:].split("=", 1)[0] if arg.startswith("--") else ""
-        if name != "config" and name.split(".", 1)[0] not in groups:  # `--salun.ratio 0.3`, `--salun '{...}'`
+        if (configs or name != "config") and name.split(".", 1)[0] not in groups:  # `--salun.ratio 0.3`
             own += argv[i : i + step]
         i += step
     if method is not None and not any(arg == "--method" or arg.startswith("--method=") for arg in own):
-        own += ["--method", method]  # named by a --config file, which this parse leaves out
-    parser = run_parser(None, (), None, None)
-    for key, (section, name) in known.items():
-        for option, kind, default in known_arguments.options(section, name):
-            parser.add_argument(f"--{key}.{option}", type=kind, default=default)
+        own += ["--method", method]  # named by a --config file (which this parse may leave out)
     try:
-        return parser.parse_args(own), known
+        args = parser.parse_args(own)
     except JsonArgumentError as error:
         raise UsageError(str(error)) from error
+    _check_sections(parser, args, known)
+    return args, known
 
 
-def _known_groups(argv: list[str], given: dict[str, object], method: str | None, guards: list[str]) -> dict:
+def _known_groups(given: dict[str, object], method: str | None, guards: list[str]) -> dict:
     """The argument groups whose class `known_arguments` holds, by key (`salun`, `dataset_args`): (its section, the
-    class's name). Left to the full parse are a group a --config file has a section of or that is given whole
-    (`--salun '{...}'`, `--salun.optim '{...}'`), where which value wins depends on the order of the two, and a
-    method's where tuned values (`--hparams`) stand under the given ones: the early check must never refuse what the
-    full parse takes."""
+    class's name). Left to the full parse is a method's where tuned values (`--hparams`) stand under the given ones:
+    the early check must never refuse what the full parse takes."""
     from unlearnbench import known_arguments
 
     chosen = {guard: ("guards", guard) for guard in guards}
@@ -212,28 +245,46 @@ def _known_groups(argv: list[str], given: dict[str, object], method: str | None,
     chosen |= {"arch_args": ("archs", _chosen(given, "arch") or "smallcnn")}
     if method is not None and "hparams" not in given:
         chosen[method] = ("methods", method)
-    sections = {key for path in _config_paths(argv) for key in _read_config(path)}
-    known = {}
-    for key, (section, name) in chosen.items():
-        if key in sections or known_arguments.options(section, name) is None:
-            continue
-        whole = {f"--{key}", *(f"--{key}.{group}" for group in known_arguments.subgroups(section, name))}
-        if not any(arg.split("=", 1)[0] in whole for arg in argv):
-            known[key] = (section, name)
-    return known
+    return {key: group for key, group in chosen.items() if known_arguments.options(*group) is not None}
+
+
+def _check_sections(parser: ArgumentParser, args, keys) -> None:
+    """The groups among `keys` parsed as a mapping: a --config file's `salun: 3` is taken by the parser as the group's
+    value, which no run can read (`early_checks.check_section`); `salun: null` stands for the defaults."""
+    for key in keys:
+        group = args.get(key)
+        if not isinstance(group, Namespace):
+            # (jsonargparse offers no public listing of a group's options)
+            names = dict.fromkeys(a.dest.split(".")[1] for a in parser._actions if a.dest.startswith(f"{key}."))
+            check_section(key, group, names)
 
 
 def _check_known_groups(args, known: dict) -> None:
     """The values of the groups parsed early (`_known_groups`), checked as `RunConfig.validate` checks them, in its
     order (the dataset's, the arch's, the method's, the guards'), by the same functions, from `known_arguments`."""
     from unlearnbench import known_arguments
-    from unlearnbench.early_checks import check_arch_arguments, check_dataset_arguments, check_numbers
+    from unlearnbench.early_checks import (
+        check_arch_arguments,
+        check_dataset_arguments,
+        check_group_mapping,
+        check_numbers,
+    )
     from unlearnbench.ranges import check_ranges
 
     order = ("datasets", "archs", "methods", "guards")
     for key, (section, name) in sorted(known.items(), key=lambda item: order.index(item[1][0])):
         options = known_arguments.options(section, name)
-        values = {option: args.get(f"{key}.{option}") for option, _, _ in options}
+        if section == "methods":  # a group given as no mapping (`salun: {optim: 3}`), as `check_method_arguments` says
+            for group, settings in known_arguments.settings(name).items():
+                value = args.get(f"{key}.{group}")
+                if not isinstance(value, Namespace):
+                    check_group_mapping(name, group, settings, value)
+        # an option of a group given as null (`salun: null`, `salun: {optim: null}`) is left at its default
+        values = {
+            option: args.get(f"{key}.{option}")
+            for option, _, _ in options
+            if args.get(f"{key}.{option}".rpartition(".")[0]) is not None
+        }
         if section == "datasets":
             parameters = {option: (kind, default) for option, kind, default in options}
             check_dataset_arguments(name, values, parameters, known_arguments.known_size(name))
@@ -560,6 +611,7 @@ def parse_run_args(argv: list[str]):
         raise UsageError(str(error)) from error
     except KeyError as error:
         raise UsageError(str(error).strip("'\"")) from error
+    _check_sections(parser, args, ("dataset_args", "arch_args", *([method] if method else []), *guards))
     return args
 
 
@@ -756,24 +808,23 @@ def cmd_tune(argv: list[str]) -> int:
     from unlearnbench.grid import check_tune_file
     from unlearnbench.tune_options import check_study_settings, tune_parser, tune_seeds
 
-    if not _asks_for_help(argv):  # the options, names, numbers and a tune suite's file, before torch is imported
-        try:
-            args = tune_parser().parse_args(argv)
-        except JsonArgumentError as error:
-            raise UsageError(str(error)) from error
-        seeds = tune_seeds(args.tune_seeds)
-        check_study_settings(args.objective, args.sampler, args.pruner, args.trials, args.heartbeat, seeds)
-        check_recipe(args.recipe)
-        given = _given(argv)
-        if given.get("suite") is not None and given.get("method") is None:  # both: `tune_specs` says which to drop
-            check_tune_file(Path(str(given["suite"])))
-        values = {
-            name: _early_value(given[name], EARLY_OPTIONS.get(name, str))
-            for name in TUNE_EARLY_OPTIONS
-            if name in given
-        }
-        check_run_options({name: value for name, value in values.items() if value is not _UNREAD})
-        check_data_dir(given.get("data_dir"), download=False)
+    # the options, names, numbers and a tune suite's file, before torch is imported; `--help` prints and exits
+    # here, as the same parser would after the imports of `tune_command`
+    try:
+        args = tune_parser().parse_args(argv)
+    except JsonArgumentError as error:
+        raise UsageError(str(error)) from error
+    seeds = tune_seeds(args.tune_seeds)
+    check_study_settings(args.objective, args.sampler, args.pruner, args.trials, args.heartbeat, seeds)
+    check_recipe(args.recipe)
+    given = _given(argv)
+    if given.get("suite") is not None and given.get("method") is None:  # both: `tune_specs` says which to drop
+        check_tune_file(Path(str(given["suite"])))
+    values = {
+        name: _early_value(given[name], EARLY_OPTIONS.get(name, str)) for name in TUNE_EARLY_OPTIONS if name in given
+    }
+    check_run_options({name: value for name, value in values.items() if value is not _UNREAD})
+    check_data_dir(given.get("data_dir"), download=False)
     from unlearnbench.tune import tune_command
 
     try:

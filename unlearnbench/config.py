@@ -15,10 +15,12 @@ from unlearnbench.early_checks import (
     QUANTIZATION_BITS,
     SEED_PARTS,
     check_folder_part,
+    check_hardware_choices,
     check_numbers,
     check_recipe,
     check_run_choices,
     check_run_numbers,
+    check_stream_size,
     is_int,
 )
 from unlearnbench.errors import ConfigError, DamagedFileError
@@ -30,7 +32,6 @@ from unlearnbench.ranges import check_ranges, flat_parameters, valid_ranges
 from unlearnbench.records import RunIdentity
 from unlearnbench.registry import ARCHS, DATASETS, GUARDS, LOGGERS, METHODS, STREAMS, UnknownNameError
 from unlearnbench.rundir import identity_hash
-from unlearnbench.streams.kinds import StreamError
 from unlearnbench.training import check_arch_args
 
 __all__ = ["ConfigError", "DamagedFileError", "Hardware", "RunConfig", "check_numbers"]
@@ -46,24 +47,25 @@ class Hardware:
     num_nodes: int = 1
     precision: str = "32-true"
 
-    def validate(self) -> None:
-        """Names and counts Lightning would reject only when the first Trainer is built (after pretraining data
-        is loaded, or after hours of a suite); whether the machine has such a device is still Lightning's call."""
+    @staticmethod
+    def choices() -> dict[str, list[str]]:
+        """The words `accelerator`, `strategy` and `precision` may be, as the installed Lightning lists them (recorded
+        in `known_arguments.json`, with its version, for the checks made before Lightning is imported)."""
         from lightning.fabric.connector import _PRECISION_INPUT
         from lightning.pytorch.accelerators import AcceleratorRegistry
         from lightning.pytorch.strategies import StrategyRegistry
 
-        accelerators = ["auto", "gpu", *sorted(AcceleratorRegistry.available_accelerators())]
-        if self.accelerator not in accelerators:
-            raise ConfigError(f"unknown accelerator {self.accelerator!r}; choose one of: {', '.join(accelerators)}")
-        strategies = ["auto", *StrategyRegistry.available_strategies()]
-        if self.strategy not in strategies:
-            raise ConfigError(f"unknown strategy {self.strategy!r}; choose one of: {', '.join(strategies)}")
-        precisions = list(
-            dict.fromkeys(str(p) for literal in typing.get_args(_PRECISION_INPUT) for p in typing.get_args(literal))
-        )
-        if str(self.precision) not in precisions:
-            raise ConfigError(f"unknown precision {self.precision!r}; choose one of: {', '.join(precisions)}")
+        precisions = (str(p) for literal in typing.get_args(_PRECISION_INPUT) for p in typing.get_args(literal))
+        return {
+            "accelerator": ["auto", "gpu", *sorted(AcceleratorRegistry.available_accelerators())],
+            "strategy": ["auto", *StrategyRegistry.available_strategies()],
+            "precision": list(dict.fromkeys(precisions)),
+        }
+
+    def validate(self) -> None:
+        """Names and counts Lightning would reject only when the first Trainer is built (after pretraining data
+        is loaded, or after hours of a suite); whether the machine has such a device is still Lightning's call."""
+        check_hardware_choices(asdict(self), self.choices())
         if not _valid_devices(self.devices):
             raise ConfigError(
                 f"devices must be a count >= 1, -1 (all), auto, or a list of device ids such as 0,1; got {self.devices!r}"
@@ -222,13 +224,10 @@ class RunConfig:
             defaults = {name: p.default for name, p in inspect.signature(GUARDS.get(guard)).parameters.items()}
             check_numbers(args, defaults, f"guard {guard!r} argument")
         known = getattr(DATASETS.get(self.dataset), "known_size", None)
-        if known is not None:  # stream sizes against the dataset's declared size, without loading it
-            size = STREAMS.get(self.stream).default_size if self.size is None else self.size
-            try:
-                num_train = self.dataset_args.get("train_size") or known.num_train  # a subset, where one is asked for
-                STREAMS.get(self.stream)().validate(num_train, known.num_classes, self.requests, size)
-            except StreamError as error:
-                raise ConfigError(str(error)) from None
+        if known is not None:
+            check_stream_size(
+                STREAMS.get(self.stream), known, self.requests, self.size, self.dataset_args.get("train_size")
+            )
 
     def tuned(self) -> dict | None:
         """The tuned hyperparameter file of this (dataset, arch, stream, method) under `hparams`, if given."""

@@ -4,10 +4,11 @@ Importing the methods (Lightning modules), the datasets and the archs takes seco
 wait for it. What can be decided from the options alone is decided here: the names against the registries'
 sources (`Registry.catalog`, nothing imported), the counts, seeds and sizes, the data folder, and the values of a
 built-in class's arguments, from what `known_arguments` records of it (`check_dataset_arguments`,
-`check_arch_arguments`, `check_numbers`, `check_group_spelling`). `RunConfig.validate` runs these checks again on
-every run (a suite's cells and tuning trials do not come through the command line, a plugin's class is known only
-once imported), with what the live classes say, and then the rest (the stream against the dataset's size, the
-hardware). The data folder is checked where data is about to be read (`run`, `tune`, a suite that runs), not by
+`check_arch_arguments`, `check_numbers`, `check_group_spelling`), the stream against a built-in dataset's declared
+size (`check_stream_size`) and the hardware's words as the recorded Lightning lists them (`check_hardware_choices`).
+`RunConfig.validate` runs these checks again on every run (a suite's cells and tuning trials do not come through the
+command line, a plugin's class is known only once imported), with what the live classes say, and then the rest (the
+devices, the output folders). The data folder is checked where data is about to be read (`run`, `tune`, a suite that runs), not by
 `suite --check`, which may run where the data is not.
 """
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import fields
+from dataclasses import fields, is_dataclass
 from pathlib import Path
 
 from unlearnbench.errors import ConfigError, excerpt
@@ -119,6 +120,29 @@ def check_run_numbers(values: Mapping[str, object]) -> None:
     for name in ("download", "save_logits"):
         if not isinstance(values.get(name, False), bool):
             raise ConfigError(f"{name} must be true or false, got {excerpt(values[name])}")
+
+
+def check_stream_size(
+    stream: type, known: object, requests: int, size: float | None, train_size: int | None = None
+) -> None:
+    """The request stream of kind `stream` (its registered class) against the dataset's declared sizes (`known`: a
+    `data.base.KnownSize`), without loading the data; `size` None is the kind's default, `train_size` a subset's."""
+    from unlearnbench.streams.kinds import StreamError  # (numpy: imported where a stream is checked)
+
+    try:
+        stream().validate(
+            train_size or known.num_train, known.num_classes, requests, stream.default_size if size is None else size
+        )
+    except StreamError as error:
+        raise ConfigError(str(error)) from None
+
+
+def check_hardware_choices(values: Mapping[str, object], choices: Mapping[str, Sequence[str]]) -> None:
+    """`accelerator`, `strategy` and `precision` among `values` against the words Lightning takes (`choices`:
+    `config.Hardware.choices`); those absent pass. A precision may be a number (`16`, in a suite's YAML)."""
+    for name, valid in choices.items():
+        if name in values and str(values[name]) not in valid:
+            raise ConfigError(f"unknown {name} {values[name]!r}; choose one of: {', '.join(valid)}")
 
 
 def check_data_dir(data_dir: str | Path | None, download: bool) -> None:
@@ -225,6 +249,22 @@ def check_group_spelling(method: str, settings: Mapping[str, Sequence[str]], nam
                 f"method {method!r} takes {name} among its {group} settings: write --{method}.{group}.{name} "
                 f"(YAML: {method}: {{{group}: {{{name}: ...}}}}), not --{method}.{name}"
             )
+
+
+def check_group_mapping(method: str, group: str, settings: Sequence[str], given: object) -> None:
+    """A method's group (`optim`) given as no mapping of its `settings` (`salun: {optim: 3}`); None: the defaults."""
+    if not (given is None or isinstance(given, Mapping) or is_dataclass(given)):
+        raise ConfigError(f"{group} of method {method!r} must be a mapping of {', '.join(settings)}, got {given!r}")
+
+
+def check_section(key: str, value: object, names: Iterable[str]) -> None:
+    """A --config file's section of an argument group (`salun: 3`, `dataset_args: [1]`) that is no mapping of the
+    group's arguments (`names`): the parser takes it as the group's value, which no run can read."""
+    if value is not None and not isinstance(value, Mapping):
+        raise ConfigError(
+            f"{key} in --config must be a mapping of its arguments to values (its arguments: "
+            f"{', '.join(names) or 'none'}), got {excerpt(value)}"
+        )
 
 
 def check_dataset_arguments(

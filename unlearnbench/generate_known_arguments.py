@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from importlib import metadata
 
 from unlearnbench.known_arguments import KNOWN_ARGUMENTS, TYPE_NAMES
 
@@ -25,9 +26,11 @@ SECTIONS = {
 
 def generate() -> dict:
     """The file's content, read from the live classes (imports torch and Lightning): the options of each built-in
-    as `run`'s parser makes them (`cli.run_parser`), the ranges and sizes as `RunConfig.validate` reads them."""
+    as `run`'s parser makes them (`cli.run_parser`), the ranges and sizes as `RunConfig.validate` reads them, and the
+    words the hardware options take as the installed Lightning lists them (`config.Hardware.choices`)."""
     from unlearnbench import registry
     from unlearnbench.cli import run_parser
+    from unlearnbench.config import Hardware
     from unlearnbench.ranges import valid_ranges as class_ranges
 
     content = {}
@@ -44,6 +47,7 @@ def generate() -> dict:
                 size = getattr(known.get(name), "known_size", None)
                 entry["known_size"] = None if size is None else dataclasses.asdict(size)
             content[section][name] = entry
+    content["lightning"] = {"version": metadata.version("lightning"), "choices": Hardware.choices()}
     return content
 
 

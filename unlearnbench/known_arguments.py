@@ -4,7 +4,8 @@ A bad value inside a registered class's argument group (`--salun.ratio 2`, `--ew
 1`) is judged by the class's signature and ranges, and reading those imports the class: torch and Lightning, seconds
 before a one-line refusal. `known_arguments.json`, beside this module, holds what the full parse and
 `RunConfig.validate` read of each built-in class: the options `run`'s parser makes of its arguments (name, type,
-default), a method's valid ranges, a dataset's declared size. It is generated from the live registries
+default), a method's valid ranges, a dataset's declared size; and the words `--accelerator`, `--strategy` and
+`--precision` take, with the version of the Lightning that listed them. It is generated from the live registries
 (`python -m unlearnbench.generate_known_arguments`), never written by hand: a test regenerates it and fails where it
 differs, so it cannot drift from the classes. A class it does not hold (a plugin's method, a `timm:<model>` arch) is
 left to the full parse, which stays the authority on every run.
@@ -15,6 +16,8 @@ from __future__ import annotations
 import functools
 import json
 import typing
+from dataclasses import field, make_dataclass
+from importlib import metadata
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -41,6 +44,29 @@ def options(section: str, name: str) -> list[Option] | None:
     return [(option, eval(kind, TYPE_NAMES), default) for option, kind, default in entry["options"]]
 
 
+def group_class(section: str, name: str) -> type:
+    """A dataclass of built-in `name`'s arguments, its groups nested, each of the type and default the file holds: the
+    parser makes of it the group it makes of the class (`--salun.ratio`, `--salun '{...}'`, `--salun.optim '{...}'`,
+    a --config file's `salun:` section), with the same values and the same words for a bad one, the class unimported."""
+    entries = options(section, name)
+
+    def fields_under(prefix: str) -> list[tuple]:
+        fields, nested = [], set()
+        for option, kind, default in entries:
+            head, dot, _ = option.removeprefix(prefix).partition(".")
+            if not option.startswith(prefix) or head in nested:
+                continue
+            if dot:  # a group of the class's (a method's `optim`): a dataclass of its own
+                nested.add(head)
+                group = make_dataclass(head, fields_under(f"{prefix}{head}."))
+                fields.append((head, group, field(default_factory=group)))
+            else:  # (the file holds a tuple as a list, which a dataclass takes as no default)
+                fields.append((head, kind, field(default=tuple(default) if isinstance(default, list) else default)))
+        return fields
+
+    return make_dataclass(name, fields_under(""))
+
+
 def subgroups(section: str, name: str) -> list[str]:
     """The groups inside `name`'s arguments, given whole as `--salun.optim '{...}'` (a method's SGD settings)."""
     return _file()[section][name]["groups"]
@@ -64,3 +90,19 @@ def known_size(dataset: str) -> SimpleNamespace | None:
     """A built-in dataset's declared sizes (`data.base.KnownSize`'s fields), None where it declares none."""
     size = _file()["datasets"][dataset]["known_size"]
     return None if size is None else SimpleNamespace(**size)
+
+
+def hardware_choices() -> dict[str, list[str]] | None:
+    """The words `--accelerator`, `--strategy` and `--precision` take (`config.Hardware.choices`), as the Lightning
+    the file was generated with lists them; None where another version is installed (or none), whose lists may
+    differ: the full check, which reads them from it, judges them then."""
+    recorded = _file()["lightning"]
+    return recorded["choices"] if _lightning_version() == recorded["version"] else None
+
+
+def _lightning_version() -> str | None:
+    """The installed Lightning's version, read from its metadata: importing it takes seconds."""
+    try:
+        return metadata.version("lightning")
+    except metadata.PackageNotFoundError:
+        return None

@@ -123,7 +123,7 @@ class Registry(Generic[T]):
         cannot be found or parsed is listed as broken, with the reason, instead of failing the list.
         """
         entries: dict[str, str] = {}
-        for node in self._source_definitions():
+        for _, node in self._source_definitions():
             for name in _registered_names(node):
                 entries[name] = _first_line(node)
         if self._entry_point_group:
@@ -134,21 +134,32 @@ class Registry(Generic[T]):
 
     def builtins(self) -> list[str]:
         """The built-in names, read from source like `catalog`: never a plugin's, installed or not."""
-        return sorted(name for node in self._source_definitions() for name in _registered_names(node))
+        return sorted(name for _, node in self._source_definitions() for name in _registered_names(node))
 
     def families(self) -> list[str]:
         """The prefixes of the open families of names (`timm` of `timm:<model>`), read from source like `catalog`."""
         return sorted(
-            name for node in self._source_definitions() for name in _registered_names(node, decorator="register_prefix")
+            name
+            for _, node in self._source_definitions()
+            for name in _registered_names(node, decorator="register_prefix")
         )
 
-    def _source_definitions(self) -> Iterator[ast.ClassDef | ast.FunctionDef]:
-        """The classes and functions of the built-in modules, parsed (not imported)."""
+    def builtin(self, name: str) -> T:
+        """Built-in `name` (one of `builtins`), importing its own module only: `get` imports every built-in module,
+        and a package may hold one that imports Lightning (`streams.base`), which a check made before it is
+        imported (`early_checks.check_stream_size`) must not pay for."""
+        if name not in self._entries:
+            module = next(module for module, node in self._source_definitions() if name in _registered_names(node))
+            importlib.import_module(module)
+        return self._entries[name]
+
+    def _source_definitions(self) -> Iterator[tuple[str, ast.ClassDef | ast.FunctionDef]]:
+        """The classes and functions of the built-in modules, parsed (not imported), each with its module's name."""
         for folder in importlib.util.find_spec(self._package).submodule_search_locations:
             for path in sorted(Path(folder).glob("*.py")):
                 for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
                     if isinstance(node, ast.ClassDef | ast.FunctionDef):
-                        yield node
+                        yield f"{self._package}.{path.stem}", node
 
     def __contains__(self, name: object) -> bool:
         if not isinstance(name, str):

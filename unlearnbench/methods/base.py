@@ -24,7 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from unlearnbench.data.base import Batch
-from unlearnbench.early_checks import check_group_spelling
+from unlearnbench.early_checks import check_group_mapping, check_group_spelling
 from unlearnbench.errors import ConfigError
 from unlearnbench.lean_module import LeanModule
 from unlearnbench.methods.gradients import on_device
@@ -357,10 +357,9 @@ def check_method_arguments(method: str, cls: type, arguments: Mapping[str, objec
     for group, default in groups(cls).items():
         settings = [field.name for field in fields(default)]
         given = arguments.get(group)
+        check_group_mapping(method, group, settings, given)
         if given is None:
             continue
-        if not (isinstance(given, Mapping) or is_dataclass(given)):
-            raise ConfigError(f"{group} of method {method!r} must be a mapping of {', '.join(settings)}, got {given!r}")
         unknown = sorted(set(asdict(given) if is_dataclass(given) else given) - set(settings))
         if unknown:
             raise ConfigError(
