@@ -222,16 +222,23 @@ def test_the_full_parse_takes_the_good_values_too(argv, tmp_path):
 
 
 def _probes() -> list[list[str]]:
-    """Every option of every built-in method and guard given a value out of most ranges (-1) or of the wrong type."""
+    """Every option of every built-in method and guard given a value out of most ranges (-1) or of the wrong type;
+    and, in the group given whole (`--salun '{"optim": {"lr": -1}}'`), one option of each type and depth per class:
+    the whole group's parse differs from the option's by the value's type and nesting, not by the option's name, and
+    a probe costs two parses (half a second)."""
     probes = []
     for section, name in ENTRIES:
         if section in ("methods", "guards"):
             chosen = ["--method", name] if section == "methods" else ["--method", "finetune", "--guard", name]
+            shapes = set()
             for option, kind, _ in known_arguments.options(section, name):
                 value = "-1" if kind in (int, float) else "{not: a value}"
                 probes.append([*chosen, f"--{name}.{option}", value])
-                whole = {}  # and the same value in the group given whole: `--salun '{"optim": {"lr": -1}}'`
                 *groups, last = option.split(".")
+                if (kind, len(groups)) in shapes:
+                    continue
+                shapes.add((kind, len(groups)))
+                whole = {}
                 functools.reduce(lambda mapping, group: mapping.setdefault(group, {}), groups, whole)[last] = (
                     -1 if kind in (int, float) else {"not": "a value"}
                 )
