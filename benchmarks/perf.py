@@ -548,6 +548,7 @@ def refusals(root: Path) -> None:
         "tune suite unknown method": ["tune", "--suite", str(root / "unknown.yaml")],
         "tune misspelt option": ["tune", "--method", "finetune", "--trial", "3"],
         "tune unknown objective": ["tune", "--method", "finetune", "--objective", "best"],
+        "tune unknown --accelerator": ["tune", "--method", "finetune", "--accelerator", "tpuu"],
     }
     _report_refusals("S4", "suite` or `tune", cases)
 

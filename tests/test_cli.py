@@ -11,6 +11,7 @@ import pytest
 from yaml import safe_dump as yaml_dump
 
 from tests.conftest import FAST_RECIPE
+from unlearnbench import known_arguments
 from unlearnbench.cli import main
 from unlearnbench.registry import METHODS
 from unlearnbench.runner import Runner
@@ -280,7 +281,17 @@ def test_bad_run_options_are_refused_before_torch_and_lightning_are_imported(arg
     (tmp_path / "scalar.yaml").write_text("method: salun\nsalun: 3\n")
     (tmp_path / "optim.yaml").write_text("method: salun\nsalun: {optim: 3}\n")
     argv = ["run", *(arg.replace("{tmp}", str(tmp_path)) for arg in argv), "--out", str(tmp_path / "out")]
+    _skip_hardware_words_under_another_lightning(message)
     _assert_refused_before_torch(argv, message.replace("{tmp}", str(tmp_path)), tmp_path)
+
+
+def _skip_hardware_words_under_another_lightning(message: str) -> None:
+    """The words `--accelerator`, `--strategy` and `--precision` take are judged early only under the Lightning
+    `known_arguments.json` read them from; under another (a newer release on a fresh machine) the full check judges
+    them, in the same words (test_known_arguments' test of both branches)."""
+    hardware = message.startswith(("unknown accelerator", "unknown strategy", "unknown precision"))
+    if hardware and known_arguments.hardware_choices() is None:
+        pytest.skip("the installed Lightning is not the one known_arguments.json recorded the hardware words of")
 
 
 def _assert_refused_before_torch(argv: list[str], message: str, tmp_path: Path) -> None:
@@ -359,6 +370,8 @@ TUNE_REFUSALS = [
     (["--method", "ga", "--tune-seeds", "0,100"], "tuning seed(s) [0] are evaluation seeds"),
     (["--method", "ga", "--tune-seeds", "a"], "--tune-seeds takes comma-separated integers"),
     (["--method", "ga", "--recipe", "{epochs: 0}"], "recipe key epochs must be >= 1, got 0"),
+    (["--method", "ga", "--accelerator", "tpuu"], "unknown accelerator 'tpuu'; choose one of: auto, gpu, cpu, "),
+    (["--method", "ga", "--precision", "99"], "unknown precision '99'; choose one of: 64, 32, 16, "),
 ]
 
 
@@ -370,6 +383,7 @@ def test_bad_tune_options_are_refused_before_torch_and_lightning_are_imported(ar
     )
     (tmp_path / "broken.yaml").write_text("methods: [ga\n")
     argv = ["tune", *(arg.replace("{tmp}", str(tmp_path)) for arg in argv), "--out", str(tmp_path / "out")]
+    _skip_hardware_words_under_another_lightning(message)
     _assert_refused_before_torch(argv, message.replace("{tmp}", str(tmp_path)), tmp_path)
 
 

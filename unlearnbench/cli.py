@@ -804,7 +804,8 @@ TUNE_EARLY_OPTIONS = ("method", "stream", "dataset", "arch", "requests", "size")
 
 
 def cmd_tune(argv: list[str]) -> int:
-    from unlearnbench.early_checks import check_data_dir, check_recipe, check_run_options
+    from unlearnbench import known_arguments
+    from unlearnbench.early_checks import check_data_dir, check_hardware_choices, check_recipe, check_run_options
     from unlearnbench.grid import check_tune_file
     from unlearnbench.tune_options import check_study_settings, tune_parser, tune_seeds
 
@@ -824,6 +825,9 @@ def cmd_tune(argv: list[str]) -> int:
         name: _early_value(given[name], EARLY_OPTIONS.get(name, str)) for name in TUNE_EARLY_OPTIONS if name in given
     }
     check_run_options({name: value for name, value in values.items() if value is not _UNREAD})
+    choices = known_arguments.hardware_choices()  # (None: not the Lightning that listed them; the full check judges)
+    if choices is not None:
+        check_hardware_choices({name: getattr(args, name) for name in choices if name in args}, choices)
     check_data_dir(given.get("data_dir"), download=False)
     from unlearnbench.tune import tune_command
 
