@@ -549,6 +549,7 @@ def refusals(root: Path) -> None:
         "tune misspelt option": ["tune", "--method", "finetune", "--trial", "3"],
         "tune unknown objective": ["tune", "--method", "finetune", "--objective", "best"],
         "tune unknown --accelerator": ["tune", "--method", "finetune", "--accelerator", "tpuu"],
+        "tune stream longer than the classes": ["tune", "--method", "finetune", "--requests", "11"],
     }
     _report_refusals("S4", "suite` or `tune", cases)
 

@@ -372,7 +372,43 @@ TUNE_REFUSALS = [
     (["--method", "ga", "--recipe", "{epochs: 0}"], "recipe key epochs must be >= 1, got 0"),
     (["--method", "ga", "--accelerator", "tpuu"], "unknown accelerator 'tpuu'; choose one of: auto, gpu, cpu, "),
     (["--method", "ga", "--precision", "99"], "unknown precision '99'; choose one of: 64, 32, 16, "),
+    (["--method", "ga", "--requests", "11"], "classwise stream needs requests x size < 10 classes so that some "),
+    (["--method", "ga", "--stream", "random", "--size", "0.0004"], "random size 0.0004 of 1150 train samples is "),
 ]
+
+#: Streams a tune study's early check judges against a built-in dataset (`cli._check_tune_stream_size`): on its train
+#: split, on a subset's, and on the validation view's train part (digits: 1,437 train images, 1,150 in the view).
+TUNE_STREAMS = [
+    ["--requests", "10"],
+    ["--requests", "9"],
+    ["--stream", "random", "--requests", "99", "--size", "0.01"],
+    ["--stream", "random", "--size", "0.0004"],
+    ["--stream", "random", "--size", "0.0008"],
+    ["--stream", "random", "--size", "0.01", "--dataset_args", '{"train_size": 50}'],
+    ["--stream", "interleaved", "--requests", "1"],
+    ["--dataset", "fashionmnist", "--stream", "random", "--size", "0.00002"],
+]
+
+
+@pytest.mark.parametrize("argv", TUNE_STREAMS, ids=[" ".join(a) for a in TUNE_STREAMS])
+def test_a_tune_study_s_stream_is_judged_early_as_the_full_check_judges_it(argv, tmp_path):
+    from unlearnbench.cli import UsageError, _check_tune_early
+    from unlearnbench.errors import ConfigError
+    from unlearnbench.tune import tune_specs
+    from unlearnbench.tune_options import tune_parser
+
+    def full(argv: list[str]) -> None:  # what `tune_command` checks before anything is loaded
+        for spec in tune_specs(tune_parser().parse_args(argv)):
+            spec.validate()
+
+    def refusal(check) -> str | None:
+        try:
+            check(["--method", "ga", *argv, "--out", str(tmp_path / "out")])
+        except (ConfigError, UsageError) as error:
+            return str(error)
+        return None
+
+    assert refusal(_check_tune_early) == refusal(full)
 
 
 @pytest.mark.parametrize(("argv", "message"), TUNE_REFUSALS, ids=[" ".join(a) for a, _ in TUNE_REFUSALS])

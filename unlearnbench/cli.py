@@ -804,13 +804,24 @@ TUNE_EARLY_OPTIONS = ("method", "stream", "dataset", "arch", "requests", "size")
 
 
 def cmd_tune(argv: list[str]) -> int:
+    _check_tune_early(argv)
+    from unlearnbench.tune import tune_command
+
+    try:
+        return tune_command(argv)
+    except ConfigError as error:
+        raise UsageError(str(error)) from error
+
+
+def _check_tune_early(argv: list[str]) -> None:
+    """What `tune`'s options alone decide, before torch is imported: the options, names, numbers, hardware words, a
+    tune suite's file and a study's stream size. `--help` prints and exits here, as the same parser would after the
+    imports of `tune_command`."""
     from unlearnbench import known_arguments
     from unlearnbench.early_checks import check_data_dir, check_hardware_choices, check_recipe, check_run_options
     from unlearnbench.grid import check_tune_file
     from unlearnbench.tune_options import check_study_settings, tune_parser, tune_seeds
 
-    # the options, names, numbers and a tune suite's file, before torch is imported; `--help` prints and exits
-    # here, as the same parser would after the imports of `tune_command`
     try:
         args = tune_parser().parse_args(argv)
     except JsonArgumentError as error:
@@ -829,12 +840,26 @@ def cmd_tune(argv: list[str]) -> int:
     if choices is not None:
         check_hardware_choices({name: getattr(args, name) for name in choices if name in args}, choices)
     check_data_dir(given.get("data_dir"), download=False)
-    from unlearnbench.tune import tune_command
+    if args.method is not None:  # (a tune suite's studies are judged by `check_tune_file` above)
+        _check_tune_stream_size(args)
 
-    try:
-        return tune_command(argv)
-    except ConfigError as error:
-        raise UsageError(str(error)) from error
+
+def _check_tune_stream_size(args) -> None:
+    """A tune study's stream against a built-in dataset's declared size, as `TuneSpec.validate` checks it after the
+    rest: on the train split (the run's own check) and on the validation view's train part, which trials serve."""
+    from unlearnbench import known_arguments
+    from unlearnbench.data.validation import VALIDATION_FRACTION
+    from unlearnbench.early_checks import check_stream_size
+    from unlearnbench.registry import DATASETS, STREAMS
+
+    if args.stream not in STREAMS.builtins() or args.dataset not in DATASETS.builtins():
+        return
+    known = known_arguments.known_size(args.dataset)
+    if known is not None:
+        stream = STREAMS.builtin(args.stream)
+        check_stream_size(stream, known, args.requests, args.size, args.dataset_args.get("train_size"))
+        view_train = known.num_train - round(VALIDATION_FRACTION * known.num_train)
+        check_stream_size(stream, known, args.requests, args.size, view_train)
 
 
 COMMANDS = {"run": cmd_run, "list": cmd_list, "suite": cmd_suite, "leaderboard": cmd_leaderboard, "tune": cmd_tune}
