@@ -376,7 +376,7 @@ TUNE_REFUSALS = [
     (["--method", "ga", "--stream", "random", "--size", "0.0004"], "random size 0.0004 of 1150 train samples is "),
 ]
 
-#: Streams a tune study's early check judges against a built-in dataset (`cli._check_tune_stream_size`): on its train
+#: Streams a tune study's early check judges against a built-in dataset (`cli._check_builtin_stream_size`): on its train
 #: split, on a subset's, and on the validation view's train part (digits: 1,437 train images, 1,150 in the view).
 TUNE_STREAMS = [
     ["--requests", "10"],

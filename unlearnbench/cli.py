@@ -171,19 +171,31 @@ def _check_stream_size(given: dict[str, object], values: dict[str, object], args
     """The stream against the dataset's declared size (`--requests 11` of one class each on digits' 10 classes), as
     `RunConfig.validate` checks it, where the stream, the dataset and its subset are known here: a built-in stream
     (its own module imported, numpy only), a built-in dataset whose group was parsed early (`_known_groups`)."""
-    from unlearnbench import known_arguments
-    from unlearnbench.early_checks import check_stream_size
-    from unlearnbench.registry import STREAMS
-
     stream = _chosen(given, "stream") or args.stream
     numbers = {"requests": args.requests, "size": args.size}
     numbers |= {name: values[name] for name in numbers if name in values}  # a --config file's too
-    if stream not in STREAMS.builtins() or "dataset_args" not in known or _UNREAD in numbers.values():
+    if "dataset_args" in known and _UNREAD not in numbers.values():
+        dataset, train_size = known["dataset_args"][1], args.get("dataset_args.train_size")
+        _check_builtin_stream_size(stream, dataset, numbers["requests"], numbers["size"], train_size)
+
+
+def _check_builtin_stream_size(
+    stream: str, dataset: str, requests: int, size: float | None, train_size: int | None, view: bool = False
+) -> None:
+    """A built-in stream against a built-in dataset's declared size (`known_arguments`), on the train split or its
+    subset of `train_size`, and with `view` also on the validation view's train part (`tune`'s trials); importing
+    the stream kind's own module only. Any other stream or dataset is the full check's."""
+    from unlearnbench import known_arguments
+    from unlearnbench.data.validation import view_train_size
+    from unlearnbench.early_checks import check_stream_size
+    from unlearnbench.registry import DATASETS, STREAMS
+
+    if stream not in STREAMS.builtins() or dataset not in DATASETS.builtins():
         return
-    size = known_arguments.known_size(known["dataset_args"][1])
-    if size is not None:
-        train_size = args.get("dataset_args.train_size")
-        check_stream_size(STREAMS.builtin(stream), size, numbers["requests"], numbers["size"], train_size)
+    known = known_arguments.known_size(dataset)
+    if known is not None:
+        for part in [train_size, *([view_train_size(known.num_train)] if view else [])]:
+            check_stream_size(STREAMS.builtin(stream), known, requests, size, part)
 
 
 def _parse_own_options(argv: list[str], given: dict[str, object]):
@@ -840,26 +852,9 @@ def _check_tune_early(argv: list[str]) -> None:
     if choices is not None:
         check_hardware_choices({name: getattr(args, name) for name in choices if name in args}, choices)
     check_data_dir(given.get("data_dir"), download=False)
-    if args.method is not None:  # (a tune suite's studies are judged by `check_tune_file` above)
-        _check_tune_stream_size(args)
-
-
-def _check_tune_stream_size(args) -> None:
-    """A tune study's stream against a built-in dataset's declared size, as `TuneSpec.validate` checks it after the
-    rest: on the train split (the run's own check) and on the validation view's train part, which trials serve."""
-    from unlearnbench import known_arguments
-    from unlearnbench.data.validation import VALIDATION_FRACTION
-    from unlearnbench.early_checks import check_stream_size
-    from unlearnbench.registry import DATASETS, STREAMS
-
-    if args.stream not in STREAMS.builtins() or args.dataset not in DATASETS.builtins():
-        return
-    known = known_arguments.known_size(args.dataset)
-    if known is not None:
-        stream = STREAMS.builtin(args.stream)
-        check_stream_size(stream, known, args.requests, args.size, args.dataset_args.get("train_size"))
-        view_train = known.num_train - round(VALIDATION_FRACTION * known.num_train)
-        check_stream_size(stream, known, args.requests, args.size, view_train)
+    if args.method is not None:  # as `TuneSpec.validate` after the rest (a tune suite's: `check_tune_file` above)
+        train_size = args.dataset_args.get("train_size")
+        _check_builtin_stream_size(args.stream, args.dataset, args.requests, args.size, train_size, view=True)
 
 
 COMMANDS = {"run": cmd_run, "list": cmd_list, "suite": cmd_suite, "leaderboard": cmd_leaderboard, "tune": cmd_tune}

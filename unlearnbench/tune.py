@@ -51,8 +51,8 @@ from filelock import FileLock
 from unlearnbench import __version__
 from unlearnbench.config import ConfigError, DamagedFileError, Hardware, RunConfig
 from unlearnbench.console import Reporter
-from unlearnbench.data.validation import VALIDATION_FRACTION
-from unlearnbench.early_checks import check_data_dir, check_names, check_recipe
+from unlearnbench.data.validation import view_train_size
+from unlearnbench.early_checks import check_data_dir, check_names, check_recipe, check_stream_size
 from unlearnbench.evaluation.keys import GAP, gap_keys
 from unlearnbench.evaluation.scoring import avg_gap
 from unlearnbench.hparams import hparams_path
@@ -63,7 +63,6 @@ from unlearnbench.recipe import Recipe
 from unlearnbench.records import RequestRecord
 from unlearnbench.registry import DATASETS, METHODS, STREAMS
 from unlearnbench.search_space import Distribution, Int, sample
-from unlearnbench.streams.base import StreamError
 from unlearnbench.tune_options import DEFAULT_TUNE_SEEDS, check_study_settings, tune_parser, tune_seeds
 
 #: The unlearning epochs cap as a fraction of the pretraining recipe's epochs (DeepUnlearn's rule).
@@ -123,12 +122,9 @@ class TuneSpec:
             self.run_config(seed, {}).validate()  # names, output folders
         known = getattr(DATASETS.get(self.dataset), "known_size", None)
         if known is not None:  # the stream fits the validation view's train part (a folder dataset: when loaded)
-            size = STREAMS.get(self.stream).default_size if self.size is None else self.size
-            view_train = known.num_train - round(VALIDATION_FRACTION * known.num_train)
-            try:
-                STREAMS.get(self.stream)().validate(view_train, known.num_classes, self.requests, size)
-            except StreamError as error:
-                raise ConfigError(str(error)) from error
+            check_stream_size(
+                STREAMS.get(self.stream), known, self.requests, self.size, view_train_size(known.num_train)
+            )
 
     @property
     def storage_url(self) -> str:

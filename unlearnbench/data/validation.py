@@ -19,6 +19,12 @@ VALIDATION_FRACTION = 0.2
 VALIDATION_SEED = 0
 
 
+def view_train_size(num_train: int) -> int:
+    """The view's train part of a train split of `num_train`, as the stream checks count it before any data is
+    loaded (`TuneSpec.validate`, and `tune`'s check before torch is imported)."""
+    return num_train - round(VALIDATION_FRACTION * num_train)
+
+
 def validation_indices(labels: np.ndarray, fraction: float = VALIDATION_FRACTION) -> np.ndarray:
     """Sorted train indices of the validation part: `fraction` of each class (at least one sample)."""
     rng = np.random.default_rng(VALIDATION_SEED)
