@@ -569,3 +569,17 @@ def test_yaml_with_a_few_aliases_still_loads():
         "rl": {"lr": 0.1},
     }
     assert load_yaml("") is None
+
+
+def test_a_precision_is_one_run_however_it_is_spelt(tmp_path):
+    """`precision: 16` in a YAML file is a number, as a suite's cell takes it (the run parser refused it as no string);
+    it, `--precision 16` and `--precision 16-mixed` are one precision to Lightning, so one run directory."""
+    from unlearnbench.cli import parse_run_args, run_config
+    from unlearnbench.plan import resolve_run
+
+    (tmp_path / "half.yaml").write_text("method: ga\nprecision: 16\n")
+    spellings = [["--config", str(tmp_path / "half.yaml")], ["--precision", "16"], ["--precision", "16-mixed"]]
+    run_dirs = {resolve_run(run_config(parse_run_args(["--method", "ga", *argv])))[1] for argv in spellings}
+    assert len(run_dirs) == 1
+    default = resolve_run(run_config(parse_run_args(["--method", "ga"])))[1]
+    assert default not in run_dirs

@@ -538,7 +538,12 @@ def _add_output_arguments(parser: ArgumentParser) -> None:
     parser.add_argument("--devices", type=int | str, default=1)
     parser.add_argument("--strategy", type=str, default="auto")
     parser.add_argument("--num_nodes", "--num-nodes", type=int, default=1)
-    parser.add_argument("--precision", type=str, default="32-true")
+    parser.add_argument(
+        "--precision",
+        type=int | str,  # Lightning's words and numbers alike: `16` in a YAML file is the number a suite takes too
+        default="32-true",
+        help="Lightning's precision: 32-true (default), 16-mixed, bf16-mixed, 64, 16, ...",
+    )
     parser.add_argument("--quiet", type=bool, default=False)
     parser.add_argument(
         "--logger",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import json
 import typing
+import warnings
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Literal
@@ -45,7 +46,7 @@ class Hardware:
     devices: int | str = 1
     strategy: str = "auto"
     num_nodes: int = 1
-    precision: str = "32-true"
+    precision: str | int = "32-true"  # a number (`16`) as Lightning takes it, from a YAML file or a suite
 
     @staticmethod
     def choices() -> dict[str, list[str]]:
@@ -61,6 +62,14 @@ class Hardware:
             "strategy": ["auto", *StrategyRegistry.available_strategies()],
             "precision": list(dict.fromkeys(precisions)),
         }
+
+    def unified_precision(self) -> str:
+        """The precision in Lightning's own spelling (`16`, `"16"` and `16-mixed` are one precision: one run's name)."""
+        from lightning.fabric.connector import _convert_precision_to_unified_args
+
+        with warnings.catch_warnings():  # Lightning's advice to spell an alias out is for the Trainer, which gives it
+            warnings.simplefilter("ignore")
+            return _convert_precision_to_unified_args(self.precision)
 
     def validate(self) -> None:
         """Names and counts Lightning would reject only when the first Trainer is built (after pretraining data
@@ -297,7 +306,7 @@ class RunConfig:
             # `--size 2` parses as 2.0 and a YAML `size: 2` as 2: one run, so one name
             "size": int(size) if float(size).is_integer() else float(size),
             "recipe": recipe,
-            "precision": self.hardware.precision,
+            "precision": self.hardware.unified_precision(),
             "dataset_args": check_dataset_args(self.dataset, self.dataset_args) or None,
             "arch_args": check_arch_args(self.arch, self.arch_args) or None,
             "guards": [{name: self.resolved_guard_args(name)} for name in self.guards] or None,  # in order of use

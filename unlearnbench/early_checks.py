@@ -141,8 +141,8 @@ def check_hardware_choices(values: Mapping[str, object], choices: Mapping[str, S
     """`accelerator`, `strategy` and `precision` among `values` against the words Lightning takes (`choices`:
     `config.Hardware.choices`); those absent pass. A precision may be a number (`16`, in a suite's YAML)."""
     for name, valid in choices.items():
-        if name in values and str(values[name]) not in valid:
-            raise ConfigError(f"unknown {name} {values[name]!r}; choose one of: {', '.join(valid)}")
+        if name in values and str(values[name]) not in valid:  # quoted alike, from the command line or a YAML number
+            raise ConfigError(f"unknown {name} {str(values[name])!r}; choose one of: {', '.join(valid)}")
 
 
 def check_data_dir(data_dir: str | Path | None, download: bool) -> None:

@@ -87,7 +87,7 @@ def tune_parser() -> ArgumentParser:
     parser.add_argument("--sampler_seed", "--sampler-seed", type=int | None, default=None)
     parser.add_argument("--accelerator", type=str, default="auto")
     parser.add_argument("--devices", type=int | str, default=1)
-    parser.add_argument("--precision", type=str, default="32-true")
+    parser.add_argument("--precision", type=int | str, default="32-true")  # as `run`'s: `16` in YAML is a number
     parser.add_argument(
         "--quiet", type=bool, nargs="?", const=True, default=False, help="only errors and warnings (stderr)"
     )
