@@ -810,3 +810,17 @@ def test_reference_rows_take_one_value_per_pretrained_model_and_stream(tmp_path)
     assert group.oracle.n == 2
     expected = np.mean([expected_values(path, "oracle")["forget_acc"] for path in paths])
     assert group.oracle.cells["forget_acc"].mean == pytest.approx(expected, rel=1e-12)
+
+
+def test_a_privacy_caption_says_which_oracles_the_chains_met():
+    """Chains run with more oracles than chains meet the first K of them (`chain_privacy`): the caption says so."""
+    from types import SimpleNamespace
+
+    from unlearnbench.report.privacy import ChainPrivacy, privacy_caption
+
+    def caption(oracles: int) -> str:
+        privacy = ChainPrivacy(chains=8, oracles=oracles, seeds=[0], requests={}, backward={})
+        return privacy_caption(SimpleNamespace(label="rl", privacy=privacy))
+
+    assert caption(8).startswith("rl: privacy over 8 unlearning chains against 8 oracles per request (seed(s) 0;")
+    assert caption(32).startswith("rl: privacy over 8 unlearning chains against the first 8 of 32 oracles per request")

@@ -375,8 +375,39 @@ def test_chain_privacy_on_hand_built_run_directories(tmp_path):
         assert request["tow_mia"] == pytest.approx(np.mean([_tow_by_hand(*pair, "mia_member_rate") for pair in paired]))
     assert held["backward_eps"] == [[0.0], [0.0, 0.0]]  # F_1 still identifiable at t = 2
     assert all(auc > 0.9 for row in held["backward_rmia"] for auc in row)
-    with pytest.raises(ValueError, match="2 chains need 2 oracles"):
-        chain_privacy(same_paths[:2])
+
+
+def test_chains_against_more_oracles_use_the_first_k_and_fewer_are_refused(tmp_path):
+    """3 chains saved with 4 oracles per request (`--oracle-seeds 4`) give exactly what the same chains saved with
+    the first 3 give (the oracles `--oracle-seeds 3` trains): the ε score counts 3 a side, RMIA has 3 references,
+    ToW pairs chain i with oracle i. Saved with 2, they are refused."""
+    from unlearnbench.evaluation.chains import chain_privacy
+
+    rng = np.random.default_rng(5)
+    labels = (rng.integers(0, 3, 120), rng.integers(0, 3, 90))
+    requests = [{"t": 1, "forget": list(range(12)), "forget_classes": None, "test_forget": []}]
+    oracles = [(rng.normal(size=(120, 3)), rng.normal(size=(90, 3))) for _ in range(4)]
+    chains = [(rng.normal(size=(120, 3)) + 0.5 * k, rng.normal(size=(90, 3))) for k in range(3)]
+    scores = {"forget_acc": 40.0, "retain_acc": 90.0, "test_acc": 80.0, "mia_member_rate": 50.0}
+
+    def saved_with(count: int) -> list:
+        paths = []
+        for j, (train, test) in enumerate(chains):
+            arrays = {
+                f"oracle{k or ''}_{split}": oracles[k][i]
+                for k in range(count)
+                for i, split in enumerate(("train", "test"))
+            }
+            path = tmp_path / f"oracles{count}-chain{j}"
+            rows = [RequestRecord(1, "ok", None, scores, scores, None)]
+            _write_chain(path, [{"method_train": train, "method_test": test, **arrays}], rows, requests, labels, j)
+            paths.append(path)
+        return paths
+
+    more, exact = chain_privacy(saved_with(4)), chain_privacy(saved_with(3))
+    assert more == exact and more["requests"][0]["eps_forget_floor"] is not None
+    with pytest.raises(ValueError, match="3 chains need at least 3 oracles per request"):
+        chain_privacy(saved_with(2))
 
 
 def test_chain_privacy_with_a_sparse_oracle_schedule_scores_only_the_requests_with_oracles(tmp_path):

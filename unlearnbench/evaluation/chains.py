@@ -4,11 +4,16 @@ A chain is one run; K chains differ only in `unlearn_seed` (a suite's `unlearn_s
 run with `--oracle-seeds K --save-logits`, so they share the stream, the pretrained model and the
 K oracles of every scheduled request. Per request t this gives the ε score (N = K chains against
 the K oracles of t on F_t, `privacy.eps_score`) beside its target at this K, the oracle-versus-
-oracle floor `privacy.eps_floor(K)` (`eps_forget_floor`); RMIA (each chain against every oracle of
-t, as live); and ToW; and the backward-privacy matrices: at every t, the ε forget score and the
+oracle floor `privacy.eps_floor(K)` (`eps_forget_floor`); RMIA (each chain against every one of the K
+oracles of t, as a live run with K oracles scores it); and ToW; and the backward-privacy matrices: at every t, the ε forget score and the
 mean RMIA AUC of each earlier F_s (s ≤ t) against the oracles of t, which never saw F_1..F_t. A
 row of the ε matrix that falls while t grows means forgotten data becomes identifiable again as
 later requests are served; the diagonal is the per-request number.
+
+Runs with more oracles than chains (`--oracle-seeds M`, M > K: the live RMIA's references) give the first K of
+them, in train-seed order: the train seeds train_seed .. train_seed + K − 1, the oracles `--oracle-seeds K` trains,
+so every number here is the one K chains against K oracles define (the ε score's N is one count, its floor
+`eps_floor(K)`), whatever M the runs were made with.
 
 Chains are taken in unlearn-seed order (a suite's chain i has unlearn seed seed + i), and every
 per-chain list follows it. ToW pairs chain i with oracle i (train seed train_seed + i), as RUM
@@ -175,16 +180,18 @@ def _shared_stream(chains: list[Chain]) -> list[dict]:
 
 
 def _shared_oracles(saved: list[SavedLogits], t: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """The oracles of request t (train and test logits), none where none was scheduled; ValueError unless every
-    chain holds the same schedule and, at a scheduled request, one oracle per chain."""
+    """The K oracles of request t (train and test logits) for K chains, none where none was scheduled: the first K
+    of the M >= K saved (module docstring); ValueError unless every chain holds the same schedule and, at a
+    scheduled request, at least one oracle per chain."""
     if len({len(z.oracles) for z in saved}) > 1:
         raise ValueError(f"the chains hold different oracle schedules (request {t}); run them with the same options")
     oracle_train, oracle_test = _oracles(saved[0], "train"), _oracles(saved[0], "test")
-    if oracle_train and len(oracle_train) != len(saved):
+    if oracle_train and len(oracle_train) < len(saved):
         raise ValueError(
-            f"{len(saved)} chains need {len(saved)} oracles per request (--oracle-seeds), got {len(oracle_train)}"
+            f"{len(saved)} chains need at least {len(saved)} oracles per request (--oracle-seeds), "
+            f"got {len(oracle_train)}"
         )
-    return oracle_train, oracle_test
+    return oracle_train[: len(saved)], oracle_test[: len(saved)]
 
 
 def chain_privacy(paths: Sequence[Path | str]) -> dict:
@@ -192,9 +199,9 @@ def chain_privacy(paths: Sequence[Path | str]) -> dict:
     naming its `t`) and `backward_eps`/`backward_rmia` (one row per request served, row t − 1 holding the values
     of F_1..F_t at t; None for a request without oracles).
 
-    Every chain must hold the same stream, the same oracle schedule and, at a scheduled request, as
-    many oracles as there are chains. With 2 chains the ε values are None (every F would be 0) and
-    RMIA and ToW are still computed.
+    Every chain must hold the same stream, the same oracle schedule and, at a scheduled request, at
+    least as many oracles as there are chains (of more, the first K: module docstring). With 2 chains
+    the ε values are None (every F would be 0) and RMIA and ToW are still computed.
     """
     chains = sorted((Chain.load(Path(path)) for path in paths), key=lambda chain: chain.unlearn_seed)
     manifest_requests = _shared_stream(chains)

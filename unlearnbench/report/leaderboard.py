@@ -60,7 +60,7 @@ What a cell shows, per method, over the seeds whose run finished:
   number of runs averaged: the seeds, times the unlearning chains of each (a suite's `unlearn_seeds:
   K`, runs that differ only in unlearn seed, share their row).
 
-A row whose K >= 2 chains of one seed were run with `--save-logits` and K oracles per request also
+A row whose K >= 2 chains of one seed were run with `--save-logits` and K or more oracles per request also
 gets its privacy over the chains (`evaluation.chains.chain_privacy`, mean over seeds): a table of
 the ε score beside its target at that K (`eps_forget_floor`, the oracles' own F), the RMIA AUC
 beside the number of chains whose RMIA is degenerate, and ToW beside one oracle's ToW against

@@ -34,6 +34,8 @@ class ChainPrivacy:
     request has no oracles (or, for ε, where there are 2 chains)."""
 
     chains: int
+    #: the oracles per request the runs saved (`--oracle-seeds`), of which the numbers use the first `chains`
+    oracles: int
     seeds: list[int]
     #: PRIVACY_KEYS -> the value at each request t (index t − 1)
     requests: dict[str, np.ndarray]
@@ -43,7 +45,8 @@ class ChainPrivacy:
 
 def chain_privacy_of(runs: list) -> ChainPrivacy | None:
     """The privacy numbers of a variant's complete runs: per seed, its K >= 2 unlearning chains saved with
-    `--save-logits` and K oracles per request (`chain_privacy`); None where no seed has them."""
+    `--save-logits` and at least K oracles per request (`chain_privacy`, which takes the first K); None where no
+    seed has them."""
     from unlearnbench.evaluation.chains import chain_privacy
     from unlearnbench.rundir import RunDirectory
 
@@ -54,7 +57,7 @@ def chain_privacy_of(runs: list) -> ChainPrivacy | None:
     chains = {
         seed: chain
         for seed, chain in by_seed.items()
-        if len(chain) >= 2 and all(run.identity.oracle_seeds == len(chain) for run in chain)
+        if len(chain) >= 2 and all(run.identity.oracle_seeds >= len(chain) for run in chain)
     }
     if not chains:
         return None
@@ -73,6 +76,7 @@ def chain_privacy_of(runs: list) -> ChainPrivacy | None:
         warnings.simplefilter("ignore", RuntimeWarning)
         return ChainPrivacy(
             chains=len(next(iter(chains.values()))),
+            oracles=runs[0].identity.oracle_seeds,
             seeds=sorted(chains),
             requests={key: np.nanmean(values, axis=0) for key, values in per_request.items()},
             backward={name: np.nanmean(values, axis=0) for name, values in backward.items()},
@@ -82,8 +86,11 @@ def chain_privacy_of(runs: list) -> ChainPrivacy | None:
 def privacy_caption(entry) -> str:
     """The heading of a leaderboard row's privacy table (`leaderboard.Entry` with `privacy`)."""
     privacy = entry.privacy
+    oracles = (
+        f"{privacy.chains}" if privacy.oracles == privacy.chains else f"the first {privacy.chains} of {privacy.oracles}"
+    )
     return (
-        f"{entry.label}: privacy over {privacy.chains} unlearning chains against {privacy.chains} oracles per request "
+        f"{entry.label}: privacy over {privacy.chains} unlearning chains against {oracles} oracles per request "
         f"(seed(s) {', '.join(map(str, privacy.seeds))}; — = no oracle at t; eps_forget_floor = the oracles' own F "
         f"at K = {privacy.chains}, the target of both ε columns, never 1)"
     )
