@@ -48,11 +48,12 @@ from unlearnbench.data.cache import DatasetCache  # noqa: E402
 from unlearnbench.errors import ConfigError  # noqa: E402
 from unlearnbench.grid import load_suite  # noqa: E402
 from unlearnbench.plan import suite_grid  # noqa: E402
+from unlearnbench.ranges import groups, paths  # noqa: E402
 from unlearnbench.registry import METHODS  # noqa: E402
 from unlearnbench.runner import Runner  # noqa: E402
 
 #: Hyperparameters that state a method's budget, as its reference states it.
-BUDGET_KEYS = ("epochs", "steps", "msteps", "noise_steps", "pgd_iters")
+BUDGET_KEYS = ("optim.epochs", "steps", "msteps", "noise_steps", "pgd_iters")
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,8 @@ def budget(method) -> str:
         return " + ".join(
             f"{name}: {budget(stage) if stage else '—'}" for name, stage in zip(names, stages, strict=True)
         )
-    return ", ".join(f"{key} {method.hparams[key]}" for key in BUDGET_KEYS if key in method.hparams) or "—"
+    hparams = paths(method.hparams, groups(type(method)))
+    return ", ".join(f"{key} {hparams[key]}" for key in BUDGET_KEYS if key in hparams) or "—"
 
 
 def request_steps(config: RunConfig, datasets: DatasetCache | None = None) -> StepCount:

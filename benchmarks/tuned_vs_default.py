@@ -36,7 +36,7 @@ REFERENCES = ("oracle (retrain)", "original (pretrained)")
 
 def read_rows(paths: list[Path], stream: str) -> dict[str, dict]:
     """{label: CSV row} of the tables whose title names `stream` (`· <stream> (`), over every CSV: the references by
-    their labels, a default row by its method's name, a tuned one (`<method> (tuned, lr=...)`) as `<method> (tuned)`.
+    their labels, a default row by its method's name, a tuned one (`<method> (tuned, optim.lr=...)`) as `<method> (tuned)`.
     A default-setting row with other hyperparameters (`<method> (lr=...)`) is neither, and is left out."""
     rows = {}
     for path in paths:

@@ -12,7 +12,7 @@ import torch
 from unlearnbench.config import RunConfig
 from unlearnbench.evaluation import reference_scores
 from unlearnbench.methods.base import method_arguments
-from unlearnbench.ranges import flat_parameters
+from unlearnbench.ranges import groups
 from unlearnbench.registry import DATASETS, METHODS
 from unlearnbench.runner import Runner
 
@@ -45,15 +45,13 @@ def shared_store(tmp_path_factory) -> Path:
 
 
 def tiny_config(out: Path, store: Path, method: str, stream: str = "classwise", **overrides) -> RunConfig:
-    """A 2-request run with a fast recipe and a short unlearning schedule.
+    """A 2-request run with a fast recipe and a short unlearning schedule (a gradient method's `optim.epochs` 2).
 
-    `method_args` by flat name (`epochs`, as tuned files name them), gathered into the method's SGD
-    settings group by `method_arguments`."""
+    `method_args` nested, as a method takes them (`{"optim": {"epochs": 1}}`), merged over that schedule by
+    `method_arguments`."""
     cls = METHODS.get(method)
-    method_args = {"epochs": 2, **overrides.pop("method_args", {})}
-    if "epochs" not in flat_parameters(cls):  # not a gradient loop (LOFT, SSD)
-        method_args.pop("epochs")
-    method_args = method_arguments(cls, method_args)
+    short = {"optim": {"epochs": 2}} if "optim" in groups(cls) else {}  # not a gradient loop (LOFT, SSD): none
+    method_args = method_arguments(cls, short, overrides.pop("method_args", {}))
     values = {"requests": 2, "recipe": dict(FAST_RECIPE), "size": 1 if stream == "classwise" else 0.05}
     values.update(overrides)
     return RunConfig(method=method, stream=stream, out=out, store=store, method_args=method_args, **values)

@@ -114,7 +114,7 @@ def test_the_references_of_k_oracles_are_trained_in_one_fit_and_the_row_oracle_a
     batched fit and stored as batched; a second run trains nothing."""
     groups = _record_batched_fits(monkeypatch)
     store = tmp_path / "store"
-    common = {"requests": 1, "single_shot_every": 0, "arch": "mlp", "method_args": {"epochs": 1}}
+    common = {"requests": 1, "single_shot_every": 0, "arch": "mlp", "method_args": {"optim": {"epochs": 1}}}
     runner = Runner.from_config(tiny_config(tmp_path / "k4", store, "finetune", oracle_seeds=4, **common))
     result = runner.run()
     assert groups == [[1, 2, 3]]
@@ -148,7 +148,7 @@ def test_batched_references_of_other_shapes_are_retrained_together_with_one_warn
     name) are checked as lone entries are: each named by one warning line, all retrained by one batched fit."""
     groups = _record_batched_fits(monkeypatch)
     store = tmp_path / "store"
-    common = {"requests": 1, "single_shot_every": 0, "arch": "mlp", "method_args": {"epochs": 1}}
+    common = {"requests": 1, "single_shot_every": 0, "arch": "mlp", "method_args": {"optim": {"epochs": 1}}}
     runner = Runner.from_config(tiny_config(tmp_path / "first", store, "finetune", oracle_seeds=4, **common))
     runner.run()
     request = runner.stream.select(1)

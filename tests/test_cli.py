@@ -222,8 +222,11 @@ EARLY_REFUSALS = [
     (["--method", "ga", "--recipe", "{lr: .nan}"], "recipe key lr must be finite"),
     # the groups of the built-in classes (`known_arguments`), in the words of the full parse and validation
     (["--method", "salun", "--salun.ratio", "2"], "method 'salun' argument ratio must satisfy 0 < ratio <= 1, got 2.0"),
-    (["--method", "salun", "--salun.optim.lr", "-1"], "method 'salun' argument lr must satisfy lr > 0, got -1.0"),
-    (["--method", "salun", "--salun.optim.epochs=0"], "method 'salun' argument epochs must be >= 1, got 0"),
+    (
+        ["--method", "salun", "--salun.optim.lr", "-1"],
+        "method 'salun' argument optim.lr must satisfy optim.lr > 0, got -1.0",
+    ),
+    (["--method", "salun", "--salun.optim.epochs=0"], "method 'salun' argument optim.epochs must be >= 1, got 0"),
     (["--method", "salun", "--salun.nope", "1"], "unrecognized arguments: --salun.nope 1"),
     (["--method", "salun", "--salun.optim.nope", "1"], "unrecognized arguments: --salun.optim.nope 1"),
     (["--method", "salun", "--salun.ratio", "abc"], "Parser key \"salun.ratio\": Expected a <class 'float'>"),
@@ -243,7 +246,10 @@ EARLY_REFUSALS = [
         ["--method", "salun", "--salun", '{"ratio": 3}'],
         "method 'salun' argument ratio must satisfy 0 < ratio <= 1, got 3.0",
     ),
-    (["--method", "salun", "--salun.optim", "{lr: -1}"], "method 'salun' argument lr must satisfy lr > 0, got -1.0"),
+    (
+        ["--method", "salun", "--salun.optim", "{lr: -1}"],
+        "method 'salun' argument optim.lr must satisfy optim.lr > 0, got -1.0",
+    ),
     (["--method", "salun", "--salun", "{nope: 1}"], "Group 'salun' does not accept option 'nope'"),
     (["--method", "ga", "--guard", "ewc", "--ewc", "{ewc_lambda: x}"], 'Parser key "ewc.ewc_lambda": Expected a'),
     (["--config", "{tmp}/salun3.yaml"], "method 'salun' argument ratio must satisfy 0 < ratio <= 1, got 3.0"),

@@ -91,7 +91,7 @@ def documented_runs(tmp_path_factory, shared_store) -> Path:
             quantize_every=5,
             unlearn_seed=unlearn_seed,
             save_logits=True,
-            method_args={"epochs": 1},
+            method_args={"optim": {"epochs": 1}},
         )
         assert config.recipe == FAST_RECIPE
         Runner.from_config(config).run()

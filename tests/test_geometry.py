@@ -212,7 +212,9 @@ def test_runner_records_geometry_and_resume_matches_an_uninterrupted_run(tmp_pat
     from tests.conftest import run_tiny
     from unlearnbench.rundir import RunDirectory
 
-    straight = run_tiny(tmp_path / "straight", shared_store, "finetune", requests=2, method_args={"epochs": 1})
+    straight = run_tiny(
+        tmp_path / "straight", shared_store, "finetune", requests=2, method_args={"optim": {"epochs": 1}}
+    )
     original = RunDirectory.append_row
 
     def crash_at_2(self, row):
@@ -222,9 +224,9 @@ def test_runner_records_geometry_and_resume_matches_an_uninterrupted_run(tmp_pat
 
     monkeypatch.setattr(RunDirectory, "append_row", crash_at_2)
     with pytest.raises(KeyboardInterrupt):
-        run_tiny(tmp_path / "resumed", shared_store, "finetune", requests=2, method_args={"epochs": 1})
+        run_tiny(tmp_path / "resumed", shared_store, "finetune", requests=2, method_args={"optim": {"epochs": 1}})
     monkeypatch.setattr(RunDirectory, "append_row", original)
-    resumed = run_tiny(tmp_path / "resumed", shared_store, "finetune", requests=2, method_args={"epochs": 1})
+    resumed = run_tiny(tmp_path / "resumed", shared_store, "finetune", requests=2, method_args={"optim": {"epochs": 1}})
 
     store = UpdateStore(resumed.run_dir, 2)
     assert store.rows_written == [1, 2]

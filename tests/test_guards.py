@@ -134,7 +134,7 @@ def test_guard_state_survives_resume(tmp_path, shared_store, monkeypatch):
 
     def config(out):
         return tiny_config(
-            out, shared_store, "finetune", oracle="none", guards=["orthogonal"], method_args={"epochs": 1}
+            out, shared_store, "finetune", oracle="none", guards=["orthogonal"], method_args={"optim": {"epochs": 1}}
         )
 
     whole = Runner.from_config(config(tmp_path / "whole"))

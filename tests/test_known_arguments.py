@@ -21,7 +21,7 @@ from unlearnbench.data.cache import dataset_parameters
 from unlearnbench.errors import ConfigError
 from unlearnbench.generate_known_arguments import generate
 from unlearnbench.methods.base import group_settings
-from unlearnbench.ranges import flat_parameters, valid_ranges
+from unlearnbench.ranges import parameters, valid_ranges
 from unlearnbench.registry import ARCHS, DATASETS, GUARDS, METHODS
 from unlearnbench.training import arch_parameters
 
@@ -58,10 +58,10 @@ def _json(value: object) -> object:
 @pytest.mark.parametrize(("section", "name"), ENTRIES, ids=[f"{s}:{n}" for s, n in ENTRIES])
 def test_each_entry_says_what_its_class_says(section, name):
     options = known_arguments.options(section, name)
-    defaults = {option.rsplit(".", 1)[-1]: default for option, _, default in options}
+    defaults = {option: default for option, _, default in options}
     if section == "methods":
         cls = METHODS.get(name)
-        assert defaults == _json({n: p.default for n, p in flat_parameters(cls).items()})
+        assert defaults == _json({n: p.default for n, p in parameters(cls).items()})
         assert known_arguments.valid_ranges(name) == valid_ranges(cls)
         assert known_arguments.settings(name) == group_settings(cls)
     elif section == "guards":

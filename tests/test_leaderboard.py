@@ -425,15 +425,16 @@ def test_variant_labels_name_what_differs_from_the_defaults_the_runs_recorded(tm
     ga whose default lr was 0.5 (today's is 1e-4). Runs that recorded none are told apart among themselves."""
     rng = np.random.default_rng(13)
     root = tmp_path / "runs"
-    recorded = {"lr": 0.5, "epochs": 5, "batch_size": 256, "momentum": 0.9, "weight_decay": 5e-4}
-    fake_run(root, "ga", 0, rng, method_args={"lr": 1e-4, "epochs": 5}, name_suffix="a", method_defaults=recorded)
-    fake_run(root, "ga", 0, rng, method_args={"lr": 0.5, "epochs": 5}, name_suffix="b", method_defaults=recorded)
+    recorded = {"optim": {"lr": 0.5, "epochs": 5, "batch_size": 256, "momentum": 0.9, "weight_decay": 5e-4}}
+    flat = recorded["optim"]  # a session from before the settings were a group recorded them flat: read the same
+    fake_run(root, "ga", 0, rng, method_args={"optim": {**flat, "lr": 1e-4}}, name_suffix="a", method_defaults=flat)
+    fake_run(root, "ga", 0, rng, method_args={"optim": flat}, name_suffix="b", method_defaults=recorded)
     fake_run(root, "my_plugin", 0, rng, method_args={"beta": 0.1, "lr": 0.01}, name_suffix="c")  # none recorded
     fake_run(root, "my_plugin", 0, rng, method_args={"beta": 0.2, "lr": 0.01}, name_suffix="d")
     (group,) = build_groups(collect_runs(root))
     assert sorted(entry.label for entry in group.entries) == [
         "ga",
-        "ga (lr=0.0001)",
+        "ga (optim.lr=0.0001)",
         "my_plugin (beta=0.1)",
         "my_plugin (beta=0.2)",
     ]
@@ -475,21 +476,28 @@ def test_a_lone_variant_is_labelled_with_its_non_default_hyperparameters(tmp_pat
 
 
 def test_labels_read_as_one_parenthesis_and_plot_files_are_short_safe_and_stable(tmp_path):
-    """A tuned row says so inside its one parenthesis (`finetune (tuned, lr=0.03)`). Plot files are named by the
+    """A tuned row says so inside its one parenthesis (`finetune (tuned, optim.lr=0.03)`). Plot files are named by the
     method and a short hash of the label, not by the label: hyperparameter values with `/` or spaces, or enough of
     them to pass the file system's name limit, still give a short, safe file name, the same on every rebuild."""
     rng = np.random.default_rng(19)
     root = tmp_path / "runs"
-    defaults = {"lr": 0.01}
+    defaults = {"optim": {"lr": 0.01}}
     fake_run(root, "finetune", 0, rng, method_args=defaults, method_defaults=defaults)
     tuned = {"tuned": {"study": "s-1", "file": "digits-smallcnn-classwise-finetune.yaml"}}
     fake_run(
-        root, "finetune", 0, rng, method_args={"lr": 0.03}, name_suffix="t", method_defaults=defaults, settings=tuned
+        root,
+        "finetune",
+        0,
+        rng,
+        method_args={"optim": {"lr": 0.03}},
+        name_suffix="t",
+        method_defaults=defaults,
+        settings=tuned,
     )
     many = {f"knob_{i}": f"a/b c{i}" * 8 for i in range(12)}  # twelve values of 40 characters shown, `/` in each
     fake_run(root, "finetune", 0, rng, method_args=defaults | many, name_suffix="m", method_defaults=defaults)
     labels = {entry.label for entry in build_groups(collect_runs(root))[0].entries}
-    assert {"finetune", "finetune (tuned, lr=0.03)"} <= labels and len(labels) == 3
+    assert {"finetune", "finetune (tuned, optim.lr=0.03)"} <= labels and len(labels) == 3
     assert not any(") (" in label for label in labels)
     names = []
     for out in ("board", "again"):
@@ -591,7 +599,7 @@ def test_unlearning_chains_share_a_row_and_show_their_backward_privacy(tmp_path)
     board = build_leaderboard(tmp_path / "runs", tmp_path / "board")
     (group,) = board.groups
     (entry,) = group.entries
-    assert entry.label == "finetune (epochs=2)" and entry.n == 3 and entry.privacy.chains == 3
+    assert entry.label == "finetune (optim.epochs=2)" and entry.n == 3 and entry.privacy.chains == 3
     expected = chain_privacy(paths)
     assert [r["t"] for r in expected["requests"]] == [2, 3]
     for key in PRIVACY_KEYS:
@@ -609,7 +617,7 @@ def test_unlearning_chains_share_a_row_and_show_their_backward_privacy(tmp_path)
         f"backward_rmia-{entry.file_stem}.png",
     ]
     markdown = board.files["md"].read_text()
-    assert "finetune (epochs=2): privacy over 3 unlearning chains" in markdown
+    assert "finetune (optim.epochs=2): privacy over 3 unlearning chains" in markdown
     assert f"| 3 | {expected['requests'][1]['eps_forget_score']:.3f} | " in markdown
     assert "| 1 | " + " | ".join(["—"] * len(PRIVACY_KEYS)) + " |" in markdown
     assert "privacy over 3 unlearning chains" in board.files["html"].read_text()

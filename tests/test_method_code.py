@@ -36,7 +36,7 @@ def test_method_code_hashes_the_import_closure_of_the_method_inside_the_methods_
     assert code["modules"] == expected
     assert code["source_sha256"] == _sha256(b"".join(value.encode() for value in expected.values()))
     assert code["package"] == "unlearnbench" and code["version"] == unlearnbench.__version__
-    assert code["defaults"]["lr"] == 0.013 and code["defaults"]["ratio"] == 0.5
+    assert code["defaults"]["optim"]["lr"] == 0.013 and code["defaults"]["ratio"] == 0.5
 
 
 def test_sfron_code_is_its_file_and_the_helpers_it_imports():

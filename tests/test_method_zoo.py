@@ -71,7 +71,7 @@ def test_ssd_dampens_exactly_the_selected_parameters():
 
 def _served_with_snapshots(tmp_path, store, method_name: str, teachers: tuple[str, ...]):
     """Serve request 1, recording each teacher's parameters right after `prepare`."""
-    runner = Runner.from_config(tiny_config(tmp_path, store, method_name, method_args={"epochs": 1}))
+    runner = Runner.from_config(tiny_config(tmp_path, store, method_name, method_args={"optim": {"epochs": 1}}))
     model = runner.trained_model(torch.zeros(0, dtype=torch.long).numpy(), "pretraining")
     method = runner.method.attach(model, runner.dataset.num_classes)
     pretrained = {key: value.clone() for key, value in model.state_dict().items()}

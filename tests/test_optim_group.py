@@ -1,6 +1,6 @@
-"""The method base split: `GradientMethod`'s SGD settings are one typed group (`optim`), spelled nested
-(`--salun.optim.lr`, YAML `salun: {optim: {lr: ...}}`), named flat where they are stored (tuned files, search
-spaces, valid ranges, the run identity), and the run identities recorded before the split are unchanged."""
+"""The method base split: `GradientMethod`'s SGD settings are one typed group (`optim`), spelled nested everywhere
+(`--salun.optim.lr`, YAML `salun: {optim: {lr: ...}}`, tuned files, search spaces and valid ranges by path `optim.lr`,
+the run identity), and the run directories recorded with the flat spelling before the split keep their names."""
 
 from __future__ import annotations
 
@@ -8,12 +8,17 @@ import inspect
 from dataclasses import asdict, fields
 
 import pytest
+import yaml
 
+from tests.conftest import tiny_config
 from unlearnbench.cli import main, parse_run_args, run_config
 from unlearnbench.config import ConfigError, RunConfig
-from unlearnbench.methods.base import GradientMethod, SGDSettings, UnlearningMethod, flat_arguments, method_arguments
+from unlearnbench.io import load_yaml
+from unlearnbench.methods.base import GradientMethod, SGDSettings, UnlearningMethod, method_arguments
 from unlearnbench.plan import check_suite, resolve_run
 from unlearnbench.registry import METHODS
+from unlearnbench.rundir import RunDirectory, identity_hash
+from unlearnbench.runner import Runner
 
 SETTINGS = [field.name for field in fields(SGDSettings)]
 
@@ -40,13 +45,14 @@ RECORDED = [
 def test_run_directories_recorded_before_the_split_are_still_found(method, args, recorded, tmp_path):
     identity, run_dir = resolve_run(RunConfig(method=method, method_args=args, out=tmp_path))
     assert run_dir.name == recorded
-    assert "optim" not in identity.method_args  # the group's fields flattened in, as before
+    gradient = issubclass(METHODS.get(method), GradientMethod)
+    assert ("optim" in identity.method_args) == gradient  # the group nested, as identities now hold it
 
 
-def test_the_identity_records_the_settings_flat_with_the_methods_own_defaults(tmp_path):
+def test_the_identity_records_the_settings_nested_with_the_methods_own_defaults(tmp_path):
     identity, _ = resolve_run(RunConfig(method="salun", method_args={"optim": {"lr": 0.1}}, out=tmp_path))
     assert identity.method_args == {
-        "lr": 0.1, "epochs": 10, "batch_size": 256, "momentum": 0.9, "weight_decay": 0.0005,
+        "optim": {"lr": 0.1, "epochs": 10, "batch_size": 256, "momentum": 0.9, "weight_decay": 0.0005},
         "batches": "mixed", "exclude_true": False, "ratio": 0.5, "hold": "gradient",
     }  # fmt: skip
 
@@ -91,7 +97,10 @@ def test_an_out_of_range_setting_is_refused_in_the_group(tmp_path, monkeypatch, 
     with pytest.raises(SystemExit) as exit_info:
         main(["run", "--method", "salun", "--salun.optim.lr", "-1", "--out", str(tmp_path / "o")])
     assert exit_info.value.code == 2
-    assert capsys.readouterr().err == "unlearnbench: error: method 'salun' argument lr must satisfy lr > 0, got -1.0\n"
+    assert (
+        capsys.readouterr().err
+        == "unlearnbench: error: method 'salun' argument optim.lr must satisfy optim.lr > 0, got -1.0\n"
+    )
 
 
 def test_an_unknown_setting_in_the_group_is_refused(tmp_path):
@@ -112,16 +121,14 @@ def test_the_nested_spelling_reaches_the_method_over_its_own_defaults(tmp_path):
     expected = SGDSettings(lr=0.1, epochs=10, batch_size=256, momentum=0.9, weight_decay=5e-4)  # SalUn's others
     for config in (cli, from_yaml, cell.config):
         method = _built(config)
-        assert method.optim == expected and method.hparams["lr"] == 0.1 and method.batch_size == 256
+        assert method.optim == expected and method.hparams["optim"]["lr"] == 0.1 and method.batch_size == 256
     assert resolve_run(cli)[1] == resolve_run(from_yaml)[1] == cell.run_dir
 
 
-def test_flat_names_become_the_group_and_back():
+def test_a_nested_group_becomes_the_settings_over_the_methods_own_default():
     salun = METHODS.get("salun")
-    arguments = method_arguments(salun, {"lr": 0.1, "ratio": 0.3})
+    arguments = method_arguments(salun, {"optim": {"lr": 0.1}, "ratio": 0.3})
     assert arguments == {"ratio": 0.3, "optim": SGDSettings(lr=0.1, epochs=10)}  # over SalUn's lr 0.013 default
-    assert flat_arguments(salun, arguments) == {"ratio": 0.3, **asdict(arguments["optim"])}
-    assert flat_arguments(salun, {"optim": {"epochs": 2}}) == {"epochs": 2}
     loft = METHODS.get("loft")
     assert method_arguments(loft, {"lr": 0.5}) == {"lr": 0.5}  # LOFT's lr is its own, not an SGD setting
 
@@ -135,9 +142,9 @@ def test_only_a_gradient_method_takes_sgd_settings_and_every_method_has_a_batch_
     if issubclass(cls, GradientMethod):
         assert "optim" in parameters and not set(SETTINGS) & set(parameters), "settings repeated beside the group"
         assert built.optim == parameters["optim"].default
-        assert {name: built.hparams[name] for name in SETTINGS} == asdict(built.optim)
+        assert built.hparams["optim"] == asdict(built.optim) and not set(SETTINGS) & set(built.hparams)
     else:
-        assert "optim" not in parameters and not hasattr(built, "optim")
+        assert "optim" not in parameters and not hasattr(built, "optim") and "optim" not in built.hparams
         assert not {"epochs", "momentum", "weight_decay"} & set(built.hparams), "a setting it would ignore"
 
 
@@ -161,9 +168,44 @@ def test_rum_stage_arguments_use_the_nested_spelling():
         METHODS.get("rum")(stage_args={"salun": {"lr": 0.1}})
 
 
-def test_a_nested_group_and_flat_names_merge_over_the_methods_own_default():
-    """`tiny_config`-style flat names beside a nested `optim` (a test, a tuned file under a config) are one group:
-    neither replaces the other, and fields given by neither keep the method's own default."""
+def test_groups_of_two_layers_merge_over_the_methods_own_default():
+    """A tuned file's `optim` under a command line's (`tiny_config`'s short schedule under a test's): neither
+    replaces the other, a field given by both is the later layer's, and one given by neither the method's default."""
     salun = METHODS.get("salun")
-    (group,) = method_arguments(salun, {"epochs": 2, "optim": {"momentum": 0.5}}).values()
-    assert (group.epochs, group.momentum, group.lr) == (2, 0.5, 0.013)
+    group = method_arguments(salun, {"optim": {"epochs": 2, "lr": 0.5}}, {"optim": {"momentum": 0.5, "lr": 0.1}})[
+        "optim"
+    ]
+    assert (group.epochs, group.momentum, group.lr, group.weight_decay) == (2, 0.5, 0.1, 5e-4)
+
+
+class SimulatedCrashError(Exception):
+    """Stands in for a kill after the first request."""
+
+
+def test_a_run_folder_recorded_flat_resumes_with_the_same_command(tmp_path, shared_store, monkeypatch):
+    """A run interrupted before the settings were a group holds them flat in its config.yaml (`lr:` beside
+    `batches:`); the same command finds its folder, reads its identity nested and serves the remaining request."""
+    config = tiny_config(tmp_path, shared_store, "finetune", requests=2)
+    original = Runner.serve
+
+    def serve(self, request):
+        if request.t == 2:
+            raise SimulatedCrashError
+        return original(self, request)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Runner, "serve", serve)
+        with pytest.raises(SimulatedCrashError):
+            Runner.from_config(config).run()
+    folder = Runner.from_config(config).run_dir.path
+    recorded = load_yaml((folder / "config.yaml").read_text())
+    settings = recorded["method_args"].pop("optim")
+    recorded["method_args"] |= settings  # the flat spelling of then
+    (folder / "config.yaml").write_text(yaml.safe_dump(recorded))
+
+    partial = Runner.from_config(config)
+    assert partial.run_dir.path == folder and len(partial.run_dir.rows()) == 1
+    assert partial.run_dir.identity() == partial.identity  # read nested, as the command's identity is
+    assert identity_hash(partial.run_dir.identity()) == folder.name.rsplit("-", 1)[1]
+    resumed = partial.run()
+    assert not resumed.already_complete and len(RunDirectory(folder).rows()) == 2

@@ -93,7 +93,10 @@ def test_a_plugin_methods_arguments_are_left_to_the_full_parse(site, tmp_path):
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert (result.returncode, result.stdout) == (0, "[]\n"), result.stderr[-2000:]
     full = unlearnbench(site, "run", "--method", "plugin_ga", "--plugin_ga.optim.lr", "-1", cwd=tmp_path)
-    assert full.returncode == 2 and "method 'plugin_ga' argument lr must satisfy lr > 0, got -1.0" in full.stderr
+    assert (
+        full.returncode == 2
+        and "method 'plugin_ga' argument optim.lr must satisfy optim.lr > 0, got -1.0" in full.stderr
+    )
 
 
 @pytest.mark.slow

@@ -28,7 +28,13 @@ def _comparable(rows: list[RequestRecord]) -> list[RequestRecord]:
 def test_oracles_exist_at_the_scheduled_requests_only_and_the_store_holds_exactly_those(tmp_path):
     store = tmp_path / "store"
     config = tiny_config(
-        tmp_path, store, "finetune", requests=7, oracle_every=3, single_shot_every=0, method_args={"epochs": 1}
+        tmp_path,
+        store,
+        "finetune",
+        requests=7,
+        oracle_every=3,
+        single_shot_every=0,
+        method_args={"optim": {"epochs": 1}},
     )
     result = Runner.from_config(config).run()
     assert [row.t for row in result.rows if row.oracle is not None] == [3, 6, 7]

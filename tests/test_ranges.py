@@ -5,17 +5,11 @@ from __future__ import annotations
 import pytest
 
 from unlearnbench.cli import main
-from unlearnbench.ranges import Range, flat_parameters, groups, numeric_parameters, valid_ranges
+from unlearnbench.ranges import Range, numeric_parameters, parameters, valid_ranges
 from unlearnbench.registry import METHODS
 from unlearnbench.search_space import Float, Int
 
 NUMERIC = [(method, name) for method in METHODS.names() for name in numeric_parameters(METHODS.get(method))]
-
-
-def option(method: str, name: str) -> str:
-    """The command-line option of a hyperparameter named flat: `--salun.optim.lr` for a field of a group."""
-    group = next((g for g, default in groups(METHODS.get(method)).items() if name in vars(default)), None)
-    return f"--{method}.{group}.{name}" if group else f"--{method}.{name}"
 
 
 def _outside(valid: Range, default: object) -> float:
@@ -35,7 +29,7 @@ def test_every_numeric_hyperparameter_has_a_range_holding_its_default(method):
     )
     for name in numeric_parameters(cls):
         assert ranges[name].low is not None or ranges[name].high is not None, f"{method}.{name}: an unbounded range"
-        default = flat_parameters(cls)[name].default
+        default = parameters(cls)[name].default
         assert default is None or ranges[name].contains(default), f"{method}.{name} default {default} outside its range"
 
 
@@ -51,7 +45,7 @@ def test_every_search_space_lies_inside_the_valid_range(method):
 @pytest.mark.parametrize(("method", "name"), NUMERIC, ids=[f"{m}.{n}" for m, n in NUMERIC])
 def test_an_out_of_range_value_is_refused_before_data_loads(method, name, tmp_path, monkeypatch, capsys):
     cls = METHODS.get(method)
-    default = flat_parameters(cls)[name].default
+    default = parameters(cls)[name].default
     bad = _outside(valid_ranges(cls)[name], default if default is not None else 1)
     stream = (cls.streams or ("classwise",))[0]
 
@@ -67,7 +61,7 @@ def test_an_out_of_range_value_is_refused_before_data_loads(method, name, tmp_pa
                 method,
                 "--stream",
                 stream,
-                option(method, name),
+                f"--{method}.{name}",
                 str(bad),
                 "--out",
                 str(tmp_path / "o"),
@@ -106,7 +100,7 @@ def test_method_help_describes_each_hyperparameter_and_its_range(capsys):
         in out
     )
     assert "learning rate of the method's optimizer" in out  # the SGD settings' Args, by their group
-    assert "--salun.optim.lr LR" in out and "valid: lr > 0" in out
+    assert "--salun.optim.lr LR" in out and "valid: optim.lr > 0" in out
     assert "<class" not in out
 
 

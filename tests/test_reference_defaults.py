@@ -13,7 +13,7 @@ from torch import nn
 
 from unlearnbench.data.base import Batch
 from unlearnbench.methods.base import SGDSettings
-from unlearnbench.ranges import flat_parameters
+from unlearnbench.ranges import parameters
 from unlearnbench.registry import METHODS
 from unlearnbench.streams.base import RequestStream
 from unlearnbench.streams.batches import BatchMode
@@ -24,24 +24,24 @@ REFERENCE = {
     # TIML-Group/Mode-Connectivity-Unlearning ff1f215: arg_parser.py (--beta, --lr, --momentum, --wd,
     # --batch_size) and README (--epochs=10 for unlearning runs).
     ("neggrad_plus", "beta"): 0.15,
-    ("neggrad_plus", "lr"): 0.01,
-    ("neggrad_plus", "momentum"): 0.9,
-    ("neggrad_plus", "weight_decay"): 1e-4,
-    ("neggrad_plus", "batch_size"): 128,
-    ("neggrad_plus", "epochs"): 10,
+    ("neggrad_plus", "optim.lr"): 0.01,
+    ("neggrad_plus", "optim.momentum"): 0.9,
+    ("neggrad_plus", "optim.weight_decay"): 1e-4,
+    ("neggrad_plus", "optim.batch_size"): 128,
+    ("neggrad_plus", "optim.epochs"): 10,
     ("neggrad_plus", "formulation"): "lab",
     # meghdadk/SCRUB 98ffb11, large_scale_ictest.ipynb: args.ng_alpha (the `scrub` formulation).
     ("neggrad_plus", "alpha"): 0.9999,
     # OPTML-Group/Unlearn-Saliency a6e89fd: Classification/README.md (RL example), arg_parser.py, unlearn/RL.py.
-    ("rl", "lr"): 0.013,
-    ("rl", "epochs"): 10,
-    ("rl", "batch_size"): 256,
-    ("rl", "momentum"): 0.9,
-    ("rl", "weight_decay"): 5e-4,
+    ("rl", "optim.lr"): 0.013,
+    ("rl", "optim.epochs"): 10,
+    ("rl", "optim.batch_size"): 256,
+    ("rl", "optim.momentum"): 0.9,
+    ("rl", "optim.weight_decay"): 5e-4,
     ("rl", "exclude_true"): False,
     ("salun", "ratio"): 0.5,
-    ("salun", "lr"): 0.013,
-    ("salun", "epochs"): 10,
+    ("salun", "optim.lr"): 0.013,
+    ("salun", "optim.epochs"): 10,
     # The code the SalUn paper's numbers were made with, OPTML-Group/Unlearn-Saliency 9576623 (2023-10):
     # unlearn/RL.py concatenates the relabelled forget set and the retain set into one shuffled loader for every
     # dataset, CIFAR-10 included, and the SalUn mask multiplies the gradient only.
@@ -50,21 +50,21 @@ REFERENCE = {
     ("salun", "hold"): "gradient",
     # OPTML-Group/Unlearn-Saliency a6e89fd: Classification/arg_parser.py (batch, momentum, weight decay) and
     # unlearn/FT.py, GA.py; lr and epochs from OPTML-Group/Unlearn-Sparse 80ba55d: README.MD (FT, GA, l1-sparse).
-    ("finetune", "lr"): 0.01,
-    ("finetune", "epochs"): 10,
-    ("finetune", "batch_size"): 256,
-    ("finetune", "momentum"): 0.9,
-    ("finetune", "weight_decay"): 5e-4,
-    ("ga", "lr"): 1e-4,
-    ("ga", "epochs"): 5,
-    ("ga", "batch_size"): 256,
-    ("ga", "momentum"): 0.9,
-    ("ga", "weight_decay"): 5e-4,
-    ("l1_sparse", "lr"): 0.01,
-    ("l1_sparse", "epochs"): 10,
-    ("l1_sparse", "batch_size"): 256,
-    ("l1_sparse", "momentum"): 0.9,
-    ("l1_sparse", "weight_decay"): 5e-4,
+    ("finetune", "optim.lr"): 0.01,
+    ("finetune", "optim.epochs"): 10,
+    ("finetune", "optim.batch_size"): 256,
+    ("finetune", "optim.momentum"): 0.9,
+    ("finetune", "optim.weight_decay"): 5e-4,
+    ("ga", "optim.lr"): 1e-4,
+    ("ga", "optim.epochs"): 5,
+    ("ga", "optim.batch_size"): 256,
+    ("ga", "optim.momentum"): 0.9,
+    ("ga", "optim.weight_decay"): 5e-4,
+    ("l1_sparse", "optim.lr"): 0.01,
+    ("l1_sparse", "optim.epochs"): 10,
+    ("l1_sparse", "optim.batch_size"): 256,
+    ("l1_sparse", "optim.momentum"): 0.9,
+    ("l1_sparse", "optim.weight_decay"): 5e-4,
     # JingWu321/Scissorhands 73ae065: Classification/sh/main_0.1_cifar10.sh (FT_prune --alpha 0.0001); the
     # Unlearn-Sparse and Unlearn-Saliency READMEs leave --alpha open.
     ("l1_sparse", "alpha"): 1e-4,
@@ -74,18 +74,18 @@ REFERENCE = {
     ("scrub", "msteps"): 2,
     ("scrub", "gamma"): 0.99,
     ("scrub", "alpha"): 0.001,
-    ("scrub", "epochs"): 3,
-    ("scrub", "lr"): 5e-4,
-    ("scrub", "momentum"): 0.9,
-    ("scrub", "weight_decay"): 5e-4,
+    ("scrub", "optim.epochs"): 3,
+    ("scrub", "optim.lr"): 5e-4,
+    ("scrub", "optim.momentum"): 0.9,
+    ("scrub", "optim.weight_decay"): 5e-4,
     # vikram2000b/bad-teaching-unlearning f1aa988: CIFARSuper20_Rocket_Unlearn.ipynb (0.3 retain subset,
     # KL_temperature = 1, Adam lr 0.0001 without weight decay, epochs = 1, batch_size = 256), unlearn.py.
     ("bad_teacher", "retain_fraction"): 0.3,
     ("bad_teacher", "temperature"): 1.0,
-    ("bad_teacher", "lr"): 1e-4,
-    ("bad_teacher", "epochs"): 1,
-    ("bad_teacher", "batch_size"): 256,
-    ("bad_teacher", "weight_decay"): 0.0,
+    ("bad_teacher", "optim.lr"): 1e-4,
+    ("bad_teacher", "optim.epochs"): 1,
+    ("bad_teacher", "optim.batch_size"): 256,
+    ("bad_teacher", "optim.weight_decay"): 0.0,
     # if-loops/selective-synaptic-dampening cdfdc0e: src/forget_full_class_main.py (selection_weighting
     # 10 * model_size_scaler, 1 for ResNet; dampening_constant 1; -b 64).
     ("ssd", "alpha"): 10.0,
@@ -93,25 +93,25 @@ REFERENCE = {
     ("ssd", "batch_size"): 64,
     # JingWu321/MUNBa 7038772: Classification/arg_parser.py (unlearn_lr, unlearn_epochs, batch_size, momentum,
     # weight_decay) and unlearn/MUNBa.py (clip_grad_norm_ 1.0).
-    ("munba", "lr"): 0.01,
-    ("munba", "epochs"): 10,
-    ("munba", "batch_size"): 256,
-    ("munba", "momentum"): 0.9,
-    ("munba", "weight_decay"): 5e-4,
+    ("munba", "optim.lr"): 0.01,
+    ("munba", "optim.epochs"): 10,
+    ("munba", "optim.batch_size"): 256,
+    ("munba", "optim.momentum"): 0.9,
+    ("munba", "optim.weight_decay"): 5e-4,
     ("munba", "clip"): 1.0,
     # shaaaaron/DELETE 60018a1: method/delete.py (SGD momentum 0.9, no weight decay) and
     # config/cifar10_resnet18.yaml (batch_size 128, unlearn_epoch 20; its unlearn_rate 1e-4 is not our lr).
-    ("delete", "epochs"): 20,
-    ("delete", "batch_size"): 128,
-    ("delete", "momentum"): 0.9,
-    ("delete", "weight_decay"): 0.0,
+    ("delete", "optim.epochs"): 20,
+    ("delete", "optim.batch_size"): 128,
+    ("delete", "optim.momentum"): 0.9,
+    ("delete", "optim.weight_decay"): 0.0,
     # csm9493/L2UL 5fb777b: main_unlearn_cifar10_mixed_label_resnet18.py (naiive_unlearn_kwargs batch 32,
     # SGD momentum 0.9 and weight decay 1e-4, --pgd-alpha 0.1) and run_unlearn_cifar_imagenet.sh (--unlearn-lr
     # 0.001, --reg-lamb 1.0, --pgd-eps 4.0).
-    ("l2ul", "lr"): 1e-3,
-    ("l2ul", "batch_size"): 32,
-    ("l2ul", "momentum"): 0.9,
-    ("l2ul", "weight_decay"): 1e-4,
+    ("l2ul", "optim.lr"): 1e-3,
+    ("l2ul", "optim.batch_size"): 32,
+    ("l2ul", "optim.momentum"): 0.9,
+    ("l2ul", "optim.weight_decay"): 1e-4,
     ("l2ul", "reg_lambda"): 1.0,
     ("l2ul", "pgd_eps"): 4.0,
     ("l2ul", "pgd_step"): 0.1,
@@ -120,7 +120,7 @@ REFERENCE = {
 
 @pytest.mark.parametrize(("method", "name"), list(REFERENCE))
 def test_default_is_the_reference_value(method, name):
-    default = flat_parameters(METHODS.get(method))[name].default  # a group's fields by flat name (lr)
+    default = parameters(METHODS.get(method))[name].default  # a group's fields by path (optim.lr)
     assert default == REFERENCE[(method, name)]
 
 

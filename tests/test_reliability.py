@@ -274,11 +274,16 @@ BAD_RUNS = [
         "method epochs -1",
         ["--finetune.optim.epochs", "-1"],
         None,
-        "method 'finetune' argument epochs must be >= 1, got -1",
+        "method 'finetune' argument optim.epochs must be >= 1, got -1",
     ),
-    ("method epochs 0", ["--finetune.optim.epochs", "0"], None, "argument epochs must be >= 1, got 0"),
+    ("method epochs 0", ["--finetune.optim.epochs", "0"], None, "argument optim.epochs must be >= 1, got 0"),
     ("recipe epochs -1", ["--recipe", '{"epochs": -1}'], None, "recipe key epochs must be >= 1, got -1"),
-    ("method batch_size 0", ["--finetune.optim.batch_size", "0"], None, "argument batch_size must be >= 1, got 0"),
+    (
+        "method batch_size 0",
+        ["--finetune.optim.batch_size", "0"],
+        None,
+        "argument optim.batch_size must be >= 1, got 0",
+    ),
     ("recipe batch_size 0", ["--recipe", '{"batch_size": 0}'], None, "recipe key batch_size must be >= 1, got 0"),
     ("recipe epochs ten", ["--recipe", '{"epochs": "ten"}'], None, "recipe key epochs must be a whole number"),
     ("recipe lr nan", ["--recipe", '{"lr": .nan}'], None, "recipe key lr must be finite, got nan"),
@@ -297,7 +302,7 @@ BAD_RUNS = [
         "config lr .nan",
         ["--config", "c.yaml"],
         "finetune:\n  optim: {lr: .nan}\n",
-        "argument lr must be finite, got nan",
+        "argument optim.lr must be finite, got nan",
     ),
     ("config not YAML", ["--config", "c.yaml"], "method: [unclosed\n", "cannot read config c.yaml"),
     ("config run: 5", ["--config", "c.yaml"], "run: 5\n", "`run` in config c.yaml must be a mapping"),
@@ -344,7 +349,7 @@ BAD_SUITE_FILES = [
     ("leaderboard is a file", {"leaderboard": "FILE"}, "exists and is not a directory"),
     ("leaderboard is a number", {"leaderboard": 5}, "`leaderboard` must be a folder, or false for none, got 5"),
     ("seeds [-1]", {"seeds": [-1]}, "seed must be a whole number >= 0, got -1"),
-    ("epochs -1", {"methods": [{"finetune": {"optim": {"epochs": -1}}}]}, "argument epochs must be >= 1, got -1"),
+    ("epochs -1", {"methods": [{"finetune": {"optim": {"epochs": -1}}}]}, "argument optim.epochs must be >= 1, got -1"),
     ("ssd epochs", {"methods": [{"ssd": {"epochs": 1}}]}, "method 'ssd' has no argument(s) epochs"),  # no gradient step
     ("recipe batch_size 0", {"common": {"recipe": {"epochs": 1, "batch_size": 0}}}, "batch_size must be >= 1"),
     ("precision fp7", {"common": {"precision": "fp7"}}, "unknown precision 'fp7'"),
@@ -697,7 +702,7 @@ def test_an_oracle_that_diverges_at_every_refit_is_refused_by_the_store(tmp_path
 
 def _edit_lr(run_dir: Path) -> None:
     config = yaml.safe_load((run_dir / "config.yaml").read_text())
-    config["method_args"]["lr"] = 0.5
+    config["method_args"]["optim"]["lr"] = 0.5
     (run_dir / "config.yaml").write_text(yaml.safe_dump(config))
 
 
@@ -733,7 +738,7 @@ def test_a_damaged_run_is_listed_with_its_problem_and_not_averaged(finished, dam
     assert runs[sound].status == "complete"
     assert runs[damaged].status_detail().startswith(status), runs[damaged].status_detail()
     board = build_leaderboard(tmp_path / "runs", plots=False)
-    (entry,) = [e for g in board.groups for e in g.entries if e.runs[0].identity.method_args["lr"] != 0.5]
+    (entry,) = [e for g in board.groups for e in g.entries if e.runs[0].identity.method_args["optim"]["lr"] != 0.5]
     assert entry.n == 1  # the sound run is published, the damaged one is not averaged in
     assert "damaged" in board.files["md"].read_text()
 

@@ -59,7 +59,7 @@ def test_a_record_replays_every_option_it_holds(tmp_path):
     assert _plan(["--config", str(record), "--out", str(tmp_path / "b")]).identity == original.identity
     assert (original.identity.relearn_fraction, original.identity.quantize_bits) == (0.25, [4])
     changed = _plan(["--config", str(record), "--salun.optim.lr", "0.01", "--out", str(tmp_path / "b")])
-    assert changed.identity.method_args["lr"] == 0.01 and changed.run_dir.name != original.run_dir.name
+    assert changed.identity.method_args["optim"]["lr"] == 0.01 and changed.run_dir.name != original.run_dir.name
 
 
 def test_a_tuning_trials_record_is_refused_by_run(tmp_path, capsys):

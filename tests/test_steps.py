@@ -31,7 +31,7 @@ def test_finetune_takes_epochs_times_its_retain_batches(tmp_path, shared_store):
     count = _count(tmp_path, shared_store, "finetune", {"optim": {"epochs": 3, "batch_size": 200}})
     assert count.forget + count.retain == 1437  # digits' train split, one class forgotten
     assert count.model_steps == 3 * math.ceil(count.retain / 200) == count.batches
-    assert (count.fits, count.other_steps, count.budget) == (1, {}, "epochs 3")
+    assert (count.fits, count.other_steps, count.budget) == (1, {}, "optim.epochs 3")
     assert count.cpu_s > 0 and count.wall_s > 0
 
 

@@ -186,7 +186,7 @@ def test_suite_shares_the_store_records_failures_and_resumes(tmp_path, monkeypat
     assert not (failed / "error.json").exists()
     (group,) = second.leaderboard.groups
     # one epoch: finetune's default, not ga's, so ga's label names it
-    assert [entry.label for entry in group.rows] == [ORACLE_LABEL, ORIGINAL_LABEL, "finetune", "ga (epochs=1)"]
+    assert [entry.label for entry in group.rows] == [ORACLE_LABEL, ORIGINAL_LABEL, "finetune", "ga (optim.epochs=1)"]
     assert all(entry.n == 1 for entry in group.rows)
     assert second.leaderboard.files["html"].stat().st_size > 0
 
@@ -206,7 +206,7 @@ BAD_SUITES = [
     ({"settings": [{"data_dir": "a"}, {"data_dir": "b", "requests": 3}]}, "dataset 'digits' is read from 2 folders"),
     (
         {"methods": [{"ga": {"optim": {"lr": "1e-4"}}}]},
-        "argument lr must be a number, got '1e-4' (YAML reads 1e-4 as text",
+        "argument optim.lr must be a number, got '1e-4' (YAML reads 1e-4 as text",
     ),
     (
         {"common": {"dataset": "synthetic_cifar_mini", "recipe": {"epochs": 2}}},
@@ -272,8 +272,8 @@ def test_a_suite_runs_guarded_methods_beside_unguarded_ones(tmp_path):
     assert guarded["guards"][0]["shrink_perturb"]["shrink"] == 0.5
     (group,) = result.leaderboard.groups
     assert sorted(entry.label for entry in group.entries) == [
-        "finetune (epochs=1)",
-        "finetune+shrink_perturb (epochs=1)",
+        "finetune (optim.epochs=1)",
+        "finetune+shrink_perturb (optim.epochs=1)",
     ]
 
 

@@ -28,10 +28,10 @@ from unlearnbench.data.cache import DatasetCache
 from unlearnbench.data.validation import VALIDATION_FRACTION, validation_indices, validation_view
 from unlearnbench.errors import ConfigError
 from unlearnbench.grid import load_suite
-from unlearnbench.hparams import hparams_path
-from unlearnbench.methods.base import method_arguments
-from unlearnbench.ranges import flat_parameters
-from unlearnbench.records import RequestRecord
+from unlearnbench.hparams import hparams_path, load_tuned
+from unlearnbench.methods.base import group_settings, method_arguments
+from unlearnbench.ranges import groups, nested, parameters, paths
+from unlearnbench.records import RequestRecord, legacy_method_args
 from unlearnbench.registry import METHODS
 from unlearnbench.report.leaderboard import build_leaderboard
 from unlearnbench.rundir import RunDirectory, RunDirectoryMismatchError
@@ -50,7 +50,7 @@ from unlearnbench.tune import (
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Arguments that span decades: their ranges must be sampled on a log scale.
-LOG_SCALED = ("lr", "weight_decay")
+LOG_SCALED = ("optim.lr", "optim.weight_decay")
 
 
 def _accepts(annotation, distribution) -> bool:
@@ -68,12 +68,12 @@ def _accepts(annotation, distribution) -> bool:
 
 def check_search_space(method: str, cls) -> None:
     assert cls.search_space, f"method {method!r} declares no search_space (see unlearnbench/search_space.py)"
-    parameters = flat_parameters(cls)  # search spaces name a group's fields flat (lr)
+    named = parameters(cls)  # search spaces name a group's fields by path (optim.lr)
     for name, distribution in cls.search_space.items():
-        assert name in parameters, f"{method}: {name} is not an argument of the method"
+        assert name in named, f"{method}: {name} is not an argument of the method"
         assert isinstance(distribution, Float | Int | Categorical)
-        assert _accepts(parameters[name].annotation, distribution), (method, name, parameters[name].annotation)
-        assert distribution.contains(parameters[name].default), f"{method}: default {name} outside its range"
+        assert _accepts(named[name].annotation, distribution), (method, name, named[name].annotation)
+        assert distribution.contains(named[name].default), f"{method}: default {name} outside its range"
         if name in LOG_SCALED:
             assert distribution.log, f"{method}: {name} spans decades and must be log-scaled"
 
@@ -90,9 +90,9 @@ def test_every_point_of_a_search_space_builds_the_method(method):
     for _ in range(3):
         trial = study.ask()
         values = {name: d.suggest(trial, name) for name, d in cls.search_space.items()}
-        built = cls(**method_arguments(cls, values))
+        built = cls(**method_arguments(cls, nested(values)))
         for name, value in values.items():
-            assert built.hparams[name] == value
+            assert paths(built.hparams, groups(cls))[name] == value
             assert cls.search_space[name].contains(value)
         study.tell(trial, 0.0)
 
@@ -105,7 +105,7 @@ def test_a_method_without_a_space_fails_the_registry_test():
         check_search_space("bare", Bare)
 
     class Linear(METHODS.get("finetune")):
-        search_space = space(GRADIENT_SPACE, lr=Float(1e-4, 1e-1))
+        search_space = space(GRADIENT_SPACE, optim={"lr": Float(1e-4, 1e-1)})
 
     with pytest.raises(AssertionError, match="log-scaled"):
         check_search_space("linear", Linear)
@@ -187,7 +187,8 @@ def test_a_killed_tune_resumes_its_study_with_the_same_command(tmp_path):
     tuned = yaml.safe_load((out / "digits-smallcnn-classwise-finetune.yaml").read_text())
     assert tuned["provenance"]["trials"] == 3 and tuned["provenance"]["complete"] + tuned["provenance"]["pruned"] == 3
     assert tuned["provenance"]["budget"] == {"trials": 3, "epochs_cap": 1, "recipe_epochs": 1, "epoch_fraction": 0.2}
-    assert tuned["hparams"]["epochs"] == 1  # capped at ceil(20%) of the 1-epoch recipe
+    assert tuned["hparams"]["optim"]["epochs"] == 1  # capped at ceil(20%) of the 1-epoch recipe, written nested
+    assert set(tuned["hparams"]) == {"optim"} and set(tuned["hparams"]["optim"]) == {"lr", "epochs", "weight_decay"}
     # a tuned file is published: its default database is named beside it, never by this machine's path
     assert tuned["provenance"]["storage"] == "studies.db" and str(tmp_path) not in yaml.safe_dump(tuned)
 
@@ -254,7 +255,7 @@ def evaluate_once(spec: TuneSpec, datasets: DatasetCache, params: dict) -> float
 
 
 def test_the_objective_never_reads_the_test_split(tmp_path, shared_store):
-    params = {"lr": 0.02, "epochs": 1, "weight_decay": 5e-4}
+    params = {"optim.lr": 0.02, "optim.epochs": 1, "optim.weight_decay": 5e-4}
     clean = evaluate_once(small_spec(tmp_path / "a", shared_store), DatasetCache(), params)
     poisoned = evaluate_once(small_spec(tmp_path / "b", shared_store), PoisonedTest(), params)
     assert math.isfinite(clean) and clean > 0
@@ -306,21 +307,51 @@ def finetune_config(out: Path, store: Path, method_args: dict, hparams: Path | N
 
 
 def test_hparams_loading_marks_the_identity_and_explicit_values_win(tmp_path, shared_store):
-    folder = write_tuned(tmp_path / "tuned", {"lr": 0.037, "epochs": 1})
+    folder = write_tuned(tmp_path / "tuned", {"optim": {"lr": 0.037, "epochs": 1}})
     tuned = Runner.from_config(finetune_config(tmp_path, shared_store, {}, folder))
-    assert tuned.method.hparams["lr"] == 0.037 and tuned.method.hparams["epochs"] == 1
+    assert tuned.method.optim.lr == 0.037 and tuned.method.optim.epochs == 1
     assert tuned.identity.tuned == {
         "study": "s-1", "objective": "mean_gap", "sampler": "tpe", "trials": 3, "best_value": 1.5, "tune_seeds": [100]
     }  # fmt: skip
     assert "-tuned-" in tuned.run_dir.path.name
     explicit = Runner.from_config(finetune_config(tmp_path, shared_store, {"optim": {"lr": 0.5}}, folder))
-    assert explicit.method.hparams["lr"] == 0.5 and explicit.method.hparams["epochs"] == 1
+    assert explicit.method.optim.lr == 0.5 and explicit.method.optim.epochs == 1
     default = Runner.from_config(finetune_config(tmp_path, shared_store, {}))
     assert "tuned" not in default.identity.to_json() and default.run_dir.path != tuned.run_dir.path
 
 
+#: The repository's published tuned files.
+TUNED = Path(__file__).parents[1] / "tuned"
+
+
+def test_a_tuned_file_written_flat_loads_to_the_arguments_of_its_nested_twin(tmp_path):
+    """A file `unlearnbench tune` wrote before the SGD settings were a group (`lr:` beside `ratio:`) still loads, to
+    the method arguments its nested twin gives; a method's own argument of a setting's name (LOFT's lr) stays put."""
+    flat = {"lr": 0.037, "epochs": 1, "weight_decay": 1e-3, "ratio": 0.4}
+    nested = {"optim": {"lr": 0.037, "epochs": 1, "weight_decay": 1e-3}, "ratio": 0.4}
+    old, new = write_tuned(tmp_path / "old", flat, "salun"), write_tuned(tmp_path / "new", nested, "salun")
+    loaded = [load_tuned(folder, "digits", "smallcnn", "classwise", "salun")["hparams"] for folder in (old, new)]
+    assert loaded[0] == loaded[1] == nested
+    salun = METHODS.get("salun")
+    assert method_arguments(salun, loaded[0]) == method_arguments(salun, nested)
+    loft = write_tuned(tmp_path / "loft", {"lr": 0.5, "steps": 3}, "loft")
+    assert load_tuned(loft, "digits", "smallcnn", "classwise", "loft")["hparams"] == {"lr": 0.5, "steps": 3}
+
+
+@pytest.mark.parametrize("path", sorted(TUNED.glob("*/*.yaml")), ids=lambda path: path.name)
+def test_each_published_tuned_file_is_nested_and_loads_to_what_its_flat_spelling_gave(path):
+    """The repository's tuned files are written nested (`benchmarks/rekey_tuned.py` moved them once), and each gives
+    the method the arguments its flat spelling of before gave it."""
+    data = yaml.safe_load(path.read_text())
+    cls = METHODS.get(data["method"])
+    hparams = data["hparams"]
+    assert not set(hparams) & {"lr", "epochs", "batch_size", "momentum", "weight_decay"} or "optim" not in groups(cls)
+    flat = {k: v for name, value in hparams.items() for k, v in (value.items() if name == "optim" else [(name, value)])}
+    assert method_arguments(cls, legacy_method_args(flat, group_settings(cls))) == method_arguments(cls, hparams)
+
+
 def test_cli_hparams_sets_the_methods_defaults(tmp_path, monkeypatch):
-    folder = write_tuned(tmp_path / "tuned", {"lr": 0.037, "epochs": 1})
+    folder = write_tuned(tmp_path / "tuned", {"optim": {"lr": 0.037, "epochs": 1}})
     seen = {}
 
     def fake_run(self):
@@ -342,21 +373,28 @@ def test_cli_hparams_sets_the_methods_defaults(tmp_path, monkeypatch):
                 str(tmp_path),
             ]
         )
-    assert seen["hparams"]["lr"] == 0.037 and seen["hparams"]["epochs"] == 2  # tuned value; the explicit one wins
+    assert (
+        seen["hparams"]["optim"]["lr"] == 0.037 and seen["hparams"]["optim"]["epochs"] == 2
+    )  # tuned value; the explicit one wins
     assert seen["identity"].tuned["study"] == "s-1"
 
 
 def test_tuning_runs_never_enter_a_leaderboard_and_tuned_rows_sit_beside_default_ones(tmp_path, shared_store):
     runs = tmp_path / "runs"
-    folder = write_tuned(tmp_path / "tuned", {"lr": 0.03, "epochs": 1})
-    run_tiny(runs, shared_store, "finetune", method_args={"epochs": 1})
+    folder = write_tuned(tmp_path / "tuned", {"optim": {"lr": 0.03, "epochs": 1}})
+    run_tiny(runs, shared_store, "finetune", method_args={"optim": {"epochs": 1}})
     run_tiny(runs, shared_store, "finetune", method_args={}, hparams=folder)
-    validation = run_tiny(runs, shared_store, "finetune", method_args={"epochs": 1}, seed=100, split="validation")
+    validation = run_tiny(
+        runs, shared_store, "finetune", method_args={"optim": {"epochs": 1}}, seed=100, split="validation"
+    )
     assert (validation.run_dir / "metrics.jsonl").exists()
     board = build_leaderboard(runs, plots=False)
     (group,) = board.groups
     # each label names the hyperparameters that depart from finetune's defaults (the tiny runs' epochs)
-    assert sorted(entry.label for entry in group.entries) == ["finetune (epochs=1)", "finetune (tuned, epochs=2)"]
+    assert sorted(entry.label for entry in group.entries) == [
+        "finetune (optim.epochs=1)",
+        "finetune (tuned, optim.epochs=2)",
+    ]
     assert all(run.identity.seed == 0 for entry in group.entries for run in entry.runs)
     assert {run["seed"] for run in board.provenance["runs"]} == {0}
     assert "seed100" not in board.files["csv"].read_text() and "validation" not in board.files["md"].read_text()
@@ -487,8 +525,9 @@ def test_dataset_and_arch_arguments_reach_every_trial_and_name_their_own_study(t
     assert (config.dataset_args, config.arch_args) == ({"train_size": 800}, {"width": 8})
     whole = TuneSpec(method="ga", out=tmp_path)
     assert whole.study_name() != subset.study_name()
-    # a study of the whole dataset keeps the name it had before these arguments existed (0.x tuned folders resume)
-    assert whole.study_name() == "digits-smallcnn-classwise-ga-dd7176de"
+    # a study of the whole dataset is named as before these arguments existed; the name changed once since, when the
+    # space's names became paths (`optim.lr`): an Optuna study holds one name per parameter, so no study of `lr` resumes
+    assert whole.study_name() == "digits-smallcnn-classwise-ga-94c20303"
     with pytest.raises(SystemExit) as exit_info:
         main(["tune", "--method", "ga", "--dataset_args", '{"train_sise": 10}', "--out", str(tmp_path / "o")])
     assert exit_info.value.code == 2 and not (tmp_path / "o").exists()

@@ -56,8 +56,8 @@ def test_default_and_tuned_rows_of_one_stream_pair_up_across_csvs_sorted_by_the_
     tuned = _write(
         tmp_path / "tuned.csv",
         [
-            _row(CLASSWISE, "ga (tuned, epochs=4, lr=0.00276386)", 9.6, 1.4),
-            _row(CLASSWISE, "ga (lr=0.1)", 1.0, 1.0),  # a default-setting variant: neither row
+            _row(CLASSWISE, "ga (tuned, optim.epochs=4, optim.lr=0.00276386)", 9.6, 1.4),
+            _row(CLASSWISE, "ga (optim.lr=0.1)", 1.0, 1.0),  # a default-setting variant: neither row
             _row(CLASSWISE, "rl (tuned)", 12.3, 60.0),
             _row(CLASSWISE, "scrub (tuned)", 29.3, 0.0),
             _row(CLASSWISE, "neggrad_plus (tuned)", 2.0, 3.0),

@@ -17,7 +17,7 @@ from unlearnbench.methods.adversarial import fgsm_labels
 from unlearnbench.methods.gradients import inverse_fisher_product
 from unlearnbench.methods.unsir import error_maximizing_noise
 from unlearnbench.models.blocks import last_blocks, parameter_blocks
-from unlearnbench.ranges import flat_parameters
+from unlearnbench.ranges import parameters
 from unlearnbench.registry import ARCHS, METHODS
 from unlearnbench.runner import Runner
 from unlearnbench.streams.base import UnlearningRequest
@@ -31,36 +31,36 @@ REFERENCE_DEFAULTS = [
     ("unsir", "noise_lr", 0.1, "unlearn.py: Adam(noise.parameters(), lr=0.1)"),
     ("unsir", "noise_l2", 0.1, "unlearn.py: 0.1 * torch.mean(torch.sum(inputs**2, [1, 2, 3]))"),
     ("unsir", "noise_samples", 3 * 80, "UNSIR_create_noisy_loader: batch[0].size(0) = 3 images x 80 copies"),
-    ("unsir", "lr", 1e-4, "fit_one_unlearning_cycle(1, ..., lr=0.0001), impair and repair"),
-    ("unsir", "epochs", 1, "fit_one_unlearning_cycle(1, ...)"),
-    ("unsir", "batch_size", 32, "UNSIR_create_noisy_loader(..., batch_size=noise_batch_size)"),
+    ("unsir", "optim.lr", 1e-4, "fit_one_unlearning_cycle(1, ..., lr=0.0001), impair and repair"),
+    ("unsir", "optim.epochs", 1, "fit_one_unlearning_cycle(1, ...)"),
+    ("unsir", "optim.batch_size", 32, "UNSIR_create_noisy_loader(..., batch_size=noise_batch_size)"),
     ("boundary_shrink", "bound", 0.1, "boundary_sh.py: bound = 0.1  # hard coding in the paper"),
-    ("boundary_shrink", "lr", 1e-5, "paper: a learning rate of 1e-5 for 10 epochs"),
-    ("boundary_shrink", "epochs", 10, "paper: 10 epochs"),
-    ("boundary_shrink", "batch_size", 256, "arg_parser.py: --batch_size 256"),
-    ("boundary_shrink", "weight_decay", 5e-4, "arg_parser.py: --weight_decay 5e-4"),
-    ("boundary_expand", "lr", 1e-5, "paper: a learning rate of 1e-5 for 10 epochs"),
-    ("boundary_expand", "epochs", 10, "paper: 10 epochs"),
+    ("boundary_shrink", "optim.lr", 1e-5, "paper: a learning rate of 1e-5 for 10 epochs"),
+    ("boundary_shrink", "optim.epochs", 10, "paper: 10 epochs"),
+    ("boundary_shrink", "optim.batch_size", 256, "arg_parser.py: --batch_size 256"),
+    ("boundary_shrink", "optim.weight_decay", 5e-4, "arg_parser.py: --weight_decay 5e-4"),
+    ("boundary_expand", "optim.lr", 1e-5, "paper: a learning rate of 1e-5 for 10 epochs"),
+    ("boundary_expand", "optim.epochs", 10, "paper: 10 epochs"),
     ("fisher", "alpha", 0.2, "arg_parser.py: --alpha 0.2"),
     ("fisher", "max_std", 1e-3, "fisher.py: .clamp(max=1e-3)"),
     ("fisher", "head_boost", 10.0, "fisher.py: noise * 10 if parameter.shape[-1] == 10"),
     ("influence", "alpha", 0.2, "arg_parser.py: --alpha 0.2"),
     ("influence", "samples", 1000, "Wfisher.py: N = 1000"),
     ("cf_k", "k", 1, "scripts/unlearn.sh: --minL-rf=1"),
-    ("cf_k", "lr", 0.1, "learn.py: --maxlr 0.1"),
-    ("cf_k", "epochs", 30, "scripts/unlearn.sh: --epochs-ft=30"),
-    ("cf_k", "batch_size", 64, "learn.py: --batch-size 64"),
-    ("cf_k", "weight_decay", 5e-5, "learn.py: --weight-decay 5e-5"),
+    ("cf_k", "optim.lr", 0.1, "learn.py: --maxlr 0.1"),
+    ("cf_k", "optim.epochs", 30, "scripts/unlearn.sh: --epochs-ft=30"),
+    ("cf_k", "optim.batch_size", 64, "learn.py: --batch-size 64"),
+    ("cf_k", "optim.weight_decay", 5e-5, "learn.py: --weight-decay 5e-5"),
     ("cf_k", "clip", 10.0, "learn.py: --clip 10"),
     ("eu_k", "k", 1, "scripts/unlearn.sh: --minL-rf=1"),
-    ("eu_k", "epochs", 62, "scripts/unlearn.sh: --epochs-rf=62"),
-    ("eu_k", "weight_decay", 5e-5, "learn.py: --weight-decay 5e-5"),
+    ("eu_k", "optim.epochs", 62, "scripts/unlearn.sh: --epochs-rf=62"),
+    ("eu_k", "optim.weight_decay", 5e-5, "learn.py: --weight-decay 5e-5"),
 ]
 
 
 @pytest.mark.parametrize(("method", "argument", "value", "source"), REFERENCE_DEFAULTS)
 def test_defaults_are_the_references(method, argument, value, source):
-    assert flat_parameters(METHODS.get(method))[argument].default == value, source
+    assert parameters(METHODS.get(method))[argument].default == value, source
 
 
 class View:
@@ -147,7 +147,7 @@ def test_boundary_shrink_labels_differ_from_the_true_ones(tmp_path, shared_store
 
 
 def test_boundary_expand_trains_an_extra_unit_and_leaves_the_width_unchanged(tmp_path, shared_store):
-    runner, model = _pretrained(tmp_path, shared_store, "boundary_expand", method_args={"lr": 0.01})
+    runner, model = _pretrained(tmp_path, shared_store, "boundary_expand", method_args={"optim": {"lr": 0.01}})
     method = runner.method.attach(model, runner.dataset.num_classes)
     before = {key: value.clone() for key, value in method.state_dict().items()}
     widths, loss = [], method.loss
@@ -291,7 +291,7 @@ def test_cf_k_and_eu_k_touch_exactly_the_last_k_blocks(method_name, arch, built)
 
 
 def test_cf_k_training_leaves_the_other_blocks_bit_identical(tmp_path, shared_store):
-    runner, model = _pretrained(tmp_path, shared_store, "cf_k", method_args={"epochs": 1, "k": 2})
+    runner, model = _pretrained(tmp_path, shared_store, "cf_k", method_args={"optim": {"epochs": 1}, "k": 2})
     method = runner.method.attach(model, runner.dataset.num_classes)
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
     runner.serve(runner.stream.select(1))

@@ -23,7 +23,7 @@ from unlearnbench.methods.mahalanobis import mahalanobis, shrunk_precision, tuke
 from unlearnbench.methods.rum import RUM
 from unlearnbench.methods.sfron import saliency_mask
 from unlearnbench.methods.ssd import dampen
-from unlearnbench.ranges import flat_parameters
+from unlearnbench.ranges import parameters
 from unlearnbench.registry import GUARDS, METHODS
 from unlearnbench.streams.base import RequestStream
 from unlearnbench.training import build_model
@@ -215,12 +215,22 @@ def test_rum_refuses_stages_it_cannot_run():
 REFERENCE_DEFAULTS = [
     # SCAR: jackbntz/SCAR `Mahalanobis` and its port (T 2, λ2 5, γ 3, lr 5e-4, wd 0), paper δ 0.5, λ1 1
     ("scar", {"lambda_1": 1.0, "lambda_2": 5.0, "delta": 0.5, "gamma1": 3.0, "gamma2": 3.0, "temperature": 2.0}),
-    ("scar", {"lr": 5e-4, "weight_decay": 0.0}),
+    ("scar", {"optim.lr": 5e-4, "optim.weight_decay": 0.0}),
     # SFR-on: K1nght/Unified-Unlearning-w-Remain-Geometry Classification/unlearn/sfron.py, CIFAR-10 setting
     ("sfron", {"forget_alpha": 25.0, "forget_freq": 5, "lambd": 0.5, "gamma": 1.0, "max_norm": 7.0, "ema_beta": 1.0}),
-    ("sfron", {"lr": 0.01, "momentum": 0.9, "weight_decay": 5e-4, "batch_size": 128}),
+    ("sfron", {"optim.lr": 0.01, "optim.momentum": 0.9, "optim.weight_decay": 5e-4, "optim.batch_size": 128}),
     # JiT: jwf40/Information-Theoretic-Unlearning src/lipschitz.py + forget_random_main.py (VGG16 σ)
-    ("jit", {"sigma": 0.01, "n_samples": 25, "batch_size": 128, "momentum": 0.0, "weight_decay": 0.0, "epochs": 1}),
+    (
+        "jit",
+        {
+            "sigma": 0.01,
+            "n_samples": 25,
+            "optim.batch_size": 128,
+            "optim.momentum": 0.0,
+            "optim.weight_decay": 0.0,
+            "optim.epochs": 1,
+        },
+    ),
     # LFSSD: SSD's α and λ, batches of 64
     ("lfssd", {"alpha": 10.0, "lam": 1.0, "batch_size": 64}),
     # RUM: nothing -> finetune -> salun, low to high memorization
@@ -230,8 +240,8 @@ REFERENCE_DEFAULTS = [
 
 @pytest.mark.parametrize(("name", "values"), REFERENCE_DEFAULTS)
 def test_method_defaults_are_the_cited_reference_values(name, values):
-    parameters = flat_parameters(METHODS.get(name))  # a group's fields by flat name (lr)
-    assert {key: parameters[key].default for key in values} == values
+    named = parameters(METHODS.get(name))  # a group's fields by path (optim.lr)
+    assert {key: named[key].default for key in values} == values
 
 
 @pytest.mark.parametrize(

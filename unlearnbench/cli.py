@@ -15,7 +15,7 @@ import json
 import signal
 import sys
 import warnings
-from dataclasses import asdict, fields, is_dataclass
+from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -302,13 +302,11 @@ def _check_known_groups(args, known: dict) -> None:
             check_dataset_arguments(name, values, parameters, known_arguments.known_size(name))
         elif section == "archs":
             check_arch_arguments(name, values, {option: default for option, _, default in options})
-        else:  # by flat name (`lr`, not `optim.lr`), as the ranges name them
-            flat = {option.rsplit(".", 1)[-1]: value for option, value in values.items()}
-            defaults = {option.rsplit(".", 1)[-1]: default for option, _, default in options}
+        else:  # by path (`optim.lr`), as the ranges name them
             what = f"{section.removesuffix('s')} {name!r} argument"
-            check_numbers(flat, defaults, what)
+            check_numbers(values, {option: default for option, _, default in options}, what)
             if section == "methods":
-                check_ranges(known_arguments.valid_ranges(name), flat, what)
+                check_ranges(known_arguments.valid_ranges(name), values, what)
 
 
 #: `--dataset.train_size 100` and `--arch.width 16` (as issues and older docs spell them) are parsed as
@@ -562,8 +560,8 @@ def _add_output_arguments(parser: ArgumentParser) -> None:
 
 def _add_method_arguments(parser: ArgumentParser, method: str) -> None:
     """`--<method>.<argument>` (a group's fields `--<method>.optim.<setting>`), described by the method's docstring
-    (`Args:`; a group's by its class's), each with its valid range (named flat: `lr`)."""
-    from unlearnbench.ranges import groups, valid_ranges
+    (`Args:`; a group's by its class's), each with its valid range (named by path: `optim.lr`)."""
+    from unlearnbench.ranges import valid_ranges
     from unlearnbench.registry import METHODS
 
     cls = METHODS.get(method)
@@ -571,7 +569,6 @@ def _add_method_arguments(parser: ArgumentParser, method: str) -> None:
     ranges = valid_ranges(cls)
     for action in parser._actions:  # jsonargparse offers no public way to extend a generated help line
         name = action.dest.removeprefix(f"{method}.")
-        name = next((name.removeprefix(f"{g}.") for g in groups(cls) if name.startswith(f"{g}.")), name)
         if action.dest.startswith(f"{method}.") and name in ranges:
             action.help = f"{(action.help or '').rstrip('.')}; valid: {ranges[name].describe(name)}".lstrip("; ")
 
@@ -744,29 +741,26 @@ def cmd_run(argv: list[str]) -> int:
 def _tuned_defaults(args) -> dict:
     from unlearnbench.config import ConfigError
     from unlearnbench.hparams import load_tuned
-    from unlearnbench.ranges import flat_parameters
+    from unlearnbench.ranges import groups, parameters, paths
     from unlearnbench.registry import METHODS
 
+    cls = METHODS.get(args.method)
     values = load_tuned(args.hparams, args.dataset, args.arch, args.stream, args.method)["hparams"]
-    unknown = sorted(set(values) - set(flat_parameters(METHODS.get(args.method))))
+    unknown = sorted(set(paths(values, groups(cls))) - set(parameters(cls)))
     if unknown:
         raise ConfigError(f"tuned file for {args.method} sets {', '.join(unknown)}, which it has no argument for")
     return _method_options(args.method, values)
 
 
 def _method_options(method: str, values: dict) -> dict:
-    """A method's hyperparameters by flat name (`lr`, as tuned files and run records name them) as its `run` options
-    (`salun.optim.lr`: a group's fields one option each)."""
+    """A method's hyperparameters (a group nested: `optim: {lr: ...}`, as tuned files and run records hold them) as
+    its `run` options (`salun.optim.lr`: a group's fields one option each)."""
     from unlearnbench.methods.base import method_arguments
+    from unlearnbench.ranges import groups, paths
     from unlearnbench.registry import METHODS
 
-    options = {}
-    for name, value in method_arguments(METHODS.get(method), values).items():
-        if is_dataclass(value):
-            options |= {f"{method}.{name}.{field}": v for field, v in asdict(value).items()}
-        else:
-            options[f"{method}.{name}"] = value
-    return options
+    cls = METHODS.get(method)
+    return {f"{method}.{name}": value for name, value in paths(method_arguments(cls, values), groups(cls)).items()}
 
 
 def cmd_list(argv: list[str]) -> int:

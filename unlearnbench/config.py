@@ -28,8 +28,8 @@ from unlearnbench.errors import ConfigError, DamagedFileError
 from unlearnbench.evaluation.keys import load_metric_plugins, user_gap_metrics
 from unlearnbench.hparams import marker
 from unlearnbench.io import check_writable_directory
-from unlearnbench.methods.base import FitMethod, check_method_arguments, flat_arguments, method_arguments
-from unlearnbench.ranges import check_ranges, flat_parameters, valid_ranges
+from unlearnbench.methods.base import FitMethod, check_method_arguments, method_arguments
+from unlearnbench.ranges import check_ranges, groups, parameters, paths, valid_ranges
 from unlearnbench.records import RunIdentity
 from unlearnbench.registry import ARCHS, DATASETS, GUARDS, LOGGERS, METHODS, STREAMS, UnknownNameError
 from unlearnbench.rundir import identity_hash
@@ -226,9 +226,10 @@ class RunConfig:
         """
         check_run_numbers({f.name: getattr(self, f.name) for f in fields(self)})
         method = METHODS.get(self.method)
-        defaults = {name: p.default for name, p in flat_parameters(method).items()}
-        check_numbers(flat_arguments(method, self.method_args), defaults, f"method {self.method!r} argument")
-        check_ranges(valid_ranges(method), self.resolved_method_args(), f"method {self.method!r} argument")
+        defaults = {name: p.default for name, p in parameters(method).items()}
+        check_numbers(paths(self.method_args, groups(method)), defaults, f"method {self.method!r} argument")
+        resolved = paths(self.method_kwargs(), groups(method))
+        check_ranges(valid_ranges(method), resolved, f"method {self.method!r} argument")
         for guard, args in self.guard_args.items():
             defaults = {name: p.default for name, p in inspect.signature(GUARDS.get(guard)).parameters.items()}
             check_numbers(args, defaults, f"guard {guard!r} argument")
@@ -244,15 +245,11 @@ class RunConfig:
 
         return load_tuned(self.hparams, self.dataset, self.arch, self.stream, self.method) if self.hparams else None
 
-    def resolved_method_args(self) -> dict:
-        """The method's hyperparameters by flat name (`lr`, as tuned files name them): tuned values (with
-        `hparams`), overridden by those given explicitly (where a group's fields are nested: `optim: {lr: ...}`)."""
-        tuned = self.tuned()
-        return {**(tuned["hparams"] if tuned else {}), **flat_arguments(METHODS.get(self.method), self.method_args)}
-
     def method_kwargs(self) -> dict:
-        """The method's keyword arguments (`resolved_method_args` with the SGD settings gathered into `optim`)."""
-        return method_arguments(METHODS.get(self.method), self.resolved_method_args())
+        """The method's keyword arguments: tuned values (with `hparams`), overridden by those given explicitly, a
+        group's (`optim: {lr: ...}`) field by field."""
+        tuned = self.tuned()
+        return method_arguments(METHODS.get(self.method), tuned["hparams"] if tuned else {}, self.method_args)
 
     def oracle_at(self, t: int) -> bool:
         """Whether request t is scored against an oracle (retrained at t = K, 2K, ... and T)."""

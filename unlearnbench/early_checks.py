@@ -224,7 +224,7 @@ def check_numbers(values: dict, defaults: dict, what: str) -> None:
             raise ConfigError(f"{what} {name} must be {expected}, got {value!r}{hint}")
         if not math.isfinite(value):
             raise ConfigError(f"{what} {name} must be finite, got {value!r}")
-        if name in COUNT_NAMES and not isinstance(default, bool) and value < 1:
+        if name.rpartition(".")[2] in COUNT_NAMES and not isinstance(default, bool) and value < 1:  # optim.epochs too
             raise ConfigError(f"{what} {name} must be >= 1, got {value!r}")
 
 

@@ -7,14 +7,15 @@ dataset: digits
 arch: smallcnn
 stream: classwise
 method: salun
-hparams: {lr: 0.031, epochs: 4, weight_decay: 0.0002, exclude_true: false, ratio: 0.41}
+hparams: {optim: {lr: 0.031, epochs: 4, weight_decay: 0.0002}, exclude_true: false, ratio: 0.41}
 provenance: {study: ..., storage: ..., sampler: tpe, objective: mean_gap, trials: 8, complete: 7,
              pruned: 1, best_value: 1.93, budget: {...}, tune_seeds: [100, 101], version: ...}
 ```
 
-Hyperparameters are named flat, as search spaces name them (`lr`, not the command line's
-`optim.lr`); `methods.base.method_arguments` gathers a gradient method's SGD settings into its
-`optim` group. Reading a file needs neither Optuna nor the study: a run depends on the file
+Hyperparameters are named as the method's arguments, a gradient method's SGD settings in its `optim`
+group, as on the command line (`--salun.optim.lr`); a file written before the settings were a group
+(`lr:` beside `ratio:`) is read as its nested twin (`records.legacy_method_args`). Reading a file
+needs neither Optuna nor the study: a run depends on the file
 alone. A tuned run's identity carries `marker(provenance)`, so its run directory, its hash and
 its leaderboard row differ from the same method's default run.
 """
@@ -27,6 +28,7 @@ import yaml
 
 from unlearnbench.errors import ConfigError
 from unlearnbench.io import load_yaml
+from unlearnbench.records import legacy_method_args
 
 #: The provenance keys copied into a tuned run's identity (its `tuned:` entry).
 MARKER_KEYS = ("study", "objective", "sampler", "trials", "best_value", "tune_seeds")
@@ -55,7 +57,10 @@ def load_tuned(folder: Path, dataset: str, arch: str, stream: str, method: str) 
         isinstance(data, dict) and isinstance(data.get("hparams"), dict) and isinstance(data.get("provenance"), dict)
     ):
         raise ConfigError(f"{path} is not a tuned hyperparameter file (needs `hparams:` and `provenance:` mappings)")
-    return data
+    from unlearnbench.methods.base import group_settings
+    from unlearnbench.registry import METHODS
+
+    return {**data, "hparams": legacy_method_args(data["hparams"], group_settings(METHODS.get(method)))}
 
 
 def marker(provenance: dict) -> dict:

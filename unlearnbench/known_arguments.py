@@ -82,7 +82,7 @@ def settings(method: str) -> dict[str, list[str]]:
 
 
 def valid_ranges(method: str) -> dict[str, Range]:
-    """A built-in method's valid ranges, by flat name (`ranges.valid_ranges` of its class)."""
+    """A built-in method's valid ranges, by path (`optim.lr`: `ranges.valid_ranges` of its class)."""
     return {name: Range(**fields) for name, fields in _file()["methods"][method]["ranges"].items()}
 
 

@@ -15,16 +15,16 @@ import ast
 import datetime as dt
 import hashlib
 import importlib.util
+import inspect
 import json
 import os
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import asdict, is_dataclass
 from functools import cache
 from importlib.metadata import PackageNotFoundError, packages_distributions, version
 from pathlib import Path
-
-from unlearnbench.ranges import flat_parameters
 
 
 def git_commit() -> str | None:
@@ -72,8 +72,8 @@ def method_code(cls: type, parts: Sequence[Callable] = ()) -> dict:
     import (lazy ones too) into `CODE_PACKAGES` and the top-level package of each (a plugin's): SFR-on's code
     is `sfron.py` and the base classes, masks, schedules and gradient helpers it uses. `modules` maps each module
     to the hash of its source, so a change names the module; `source_sha256` hashes them all. The defaults are
-    flat, as the run identity names them: what the leaderboard labels a variant by, read from the run directory
-    rather than from code that may have changed since or be absent.
+    those of the run identity's `method_args` (a group a mapping of its fields): what the leaderboard labels a
+    variant by, read from the run directory rather than from code that may have changed since or be absent.
     """
     tops = {part.__module__.split(".")[0] for part in (cls, *parts)} - {"unlearnbench"}  # a plugin's package
     scopes = tuple(f"{package}." for package in (*CODE_PACKAGES, *sorted(tops)))
@@ -93,8 +93,14 @@ def method_code(cls: type, parts: Sequence[Callable] = ()) -> dict:
         "version": _version(package, top),
         "modules": modules,
         "source_sha256": source_sha256,
-        "defaults": json.loads(json.dumps({k: p.default for k, p in flat_parameters(cls).items()}, default=str)),
+        "defaults": json.loads(json.dumps(_defaults(cls), default=str)),
     }
+
+
+def _defaults(cls: type) -> dict:
+    """`cls`'s argument defaults, a group's (a dataclass) as the mapping of its fields."""
+    parameters = inspect.signature(cls).parameters.items()
+    return {k: asdict(p.default) if is_dataclass(p.default) else p.default for k, p in parameters}
 
 
 def _sha256(data: bytes) -> str:

@@ -2,8 +2,8 @@
 
 A method declares `valid_ranges = ranges(ratio=Range(0, 1, low_open=True))` beside its `__init__`;
 the ranges of its base classes apply too (`GradientMethod` declares those of the SGD settings,
-lr, epochs, batch_size, momentum and weight_decay, once for every gradient method). Ranges name a
-group's fields flat (`lr`, not `optim.lr`), as tuned files and the run identity do. Validity is not the search space
+lr, epochs, batch_size, momentum and weight_decay, once for every gradient method). A group's field is named by
+its path (`optim.lr`), as on the command line, in tuned files and in the run identity. Validity is not the search space
 (`search_space.py`): `--salun.ratio 0.95` is a valid run that `unlearnbench tune` never proposes,
 while `--salun.ratio 1.5` is no SalUn at all (it crashed at request 1, after pretraining, before
 ranges existed). A registry-wide test checks that every numeric hyperparameter of every method has
@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -64,11 +64,17 @@ def ranges(**declared: Range) -> Mapping[str, Range]:
 
 
 def valid_ranges(cls: type) -> dict[str, Range]:
-    """The ranges a class and its bases declare (`valid_ranges` class attributes), nearest class first."""
+    """The ranges a class and its bases declare (`valid_ranges` class attributes), nearest class first, and those its
+    groups' classes declare, by path (`optim.lr`: `SGDSettings.valid_ranges` holds them once for every gradient
+    method). A base's range of an argument the class does not take is left out (`UnlearningMethod`'s `batch_size`,
+    which a gradient method takes as `optim.batch_size`)."""
     merged: dict[str, Range] = {}
     for klass in reversed(cls.__mro__):
         merged.update(klass.__dict__.get("valid_ranges") or {})
-    return merged
+    for group, default in groups(cls).items():
+        merged.update({f"{group}.{name}": valid for name, valid in valid_ranges(type(default)).items()})
+    taken = parameters(cls)
+    return {name: valid for name, valid in merged.items() if name in taken}
 
 
 def groups(cls: type) -> dict[str, object]:
@@ -78,26 +84,53 @@ def groups(cls: type) -> dict[str, object]:
     }
 
 
-def flat_parameters(cls: type) -> dict[str, inspect.Parameter]:
-    """`cls.__init__`'s parameters by flat name: a group (an argument whose default is a dataclass, a gradient
-    method's `optim`) is replaced by its fields, each with the group default's value as its default."""
-    flat = {}
+def parameters(cls: type) -> dict[str, inspect.Parameter]:
+    """`cls.__init__`'s parameters by path: a group (an argument whose default is a dataclass, a gradient method's
+    `optim`) by its fields (`optim.lr`), each with the group default's value as its default."""
+    named = {}
     for name, parameter in inspect.signature(cls).parameters.items():
         if not dataclasses.is_dataclass(parameter.default):
-            flat[name] = parameter
+            named[name] = parameter
             continue
         for field in dataclasses.fields(parameter.default):
             default = getattr(parameter.default, field.name)
-            flat[field.name] = inspect.Parameter(
+            named[f"{name}.{field.name}"] = inspect.Parameter(
                 field.name, parameter.KEYWORD_ONLY, default=default, annotation=field.type
             )
-    return flat
+    return named
+
+
+def paths(arguments: Mapping[str, object], group_names: Iterable[str]) -> dict[str, object]:
+    """A method's arguments by path: each group among `group_names` given as a mapping (or its dataclass) by its
+    fields (`{"optim": {"lr": 0.1}}` -> `{"optim.lr": 0.1}`), any other argument as it is: what ranges and numbers are
+    checked by."""
+    named = {}
+    for name, value in arguments.items():
+        if name in group_names and (isinstance(value, Mapping) or dataclasses.is_dataclass(value)):
+            fields = dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
+            named.update({f"{name}.{field}": v for field, v in fields.items()})
+        else:
+            named[name] = value
+    return named
+
+
+def nested(by_path: Mapping[str, object]) -> dict:
+    """The inverse of `paths`: `{"optim.lr": 0.1, "ratio": 0.5}` -> `{"optim": {"lr": 0.1}, "ratio": 0.5}` (a search
+    space's sample, whose names are paths, as the method's arguments)."""
+    arguments: dict = {}
+    for name, value in by_path.items():
+        group, dot, field = name.partition(".")
+        if dot:
+            arguments.setdefault(group, {})[field] = value
+        else:
+            arguments[name] = value
+    return arguments
 
 
 def numeric_parameters(cls: type) -> list[str]:
-    """Hyperparameters (flat names) whose value is a number: a numeric default (a flag is no number) or a numeric type."""
+    """Hyperparameters (paths) whose value is a number: a numeric default (a flag is no number) or a numeric type."""
     names = []
-    for name, parameter in flat_parameters(cls).items():
+    for name, parameter in parameters(cls).items():
         default, annotation = parameter.default, str(parameter.annotation)
         numeric_default = isinstance(default, int | float) and not isinstance(default, bool)
         if numeric_default or (default is None and any(kind in annotation for kind in ("int", "float"))):

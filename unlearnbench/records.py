@@ -10,7 +10,7 @@ it is read rather than as a `KeyError` somewhere in a table.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import MISSING, dataclass, fields
 from typing import Any
 
@@ -238,7 +238,7 @@ class RunIdentity:
     """
 
     method: str
-    #: the method's hyperparameters, its defaults filled in, a gradient method's `optim` group flat
+    #: the method's hyperparameters, its defaults filled in, a group a mapping of its fields (`optim: {lr: ...}`)
     method_args: dict
     stream: str
     size: int | float
@@ -289,6 +289,21 @@ class RunIdentity:
             if f.default is MISSING or getattr(self, f.name) != f.default
         }
 
+    def named_json(self) -> dict:
+        """The object a run folder's name hashes (`rundir.identity_hash`): `to_json` with each group of `method_args`
+        by its fields, as identities were written before the SGD settings were a group (`lr` beside `ratio`), so
+        that the folders of those runs keep their names: the same command resumes them."""
+        data = self.to_json()
+        groups = _groups_of(self.method_args)
+        data["method_args"] = {
+            field: value
+            for name, argument in self.method_args.items()
+            for field, value in (
+                argument.items() if name in groups and isinstance(argument, dict) else [(name, argument)]
+            )
+        }
+        return data
+
     @classmethod
     def from_json(cls, data: Any) -> RunIdentity:
         """The identity of a parsed `config.yaml`; a `MalformedRecordError` naming the key and the problem."""
@@ -301,4 +316,32 @@ class RunIdentity:
             check, wanted = _IDENTITY_CHECKS[key]
             if not check(value):
                 raise MalformedRecordError(f"{key!r} is {value!r}, not {wanted}")
-        return cls(**data)
+        return cls(**{**data, "method_args": legacy_method_args(data["method_args"])})
+
+
+#: The SGD settings of a gradient method's `optim` group as files named them before they were a group (frozen).
+FLAT_SETTINGS = ("lr", "epochs", "batch_size", "momentum", "weight_decay")
+
+
+def _groups_of(arguments: dict) -> dict[str, list[str]]:
+    """The groups of a method's recorded `arguments`, no method imported (a leaderboard imports none): `optim` where
+    they hold it as a mapping of SGD settings, or hold every SGD setting flat (an identity records them all, its
+    defaults filled in)."""
+    group = arguments.get("optim")
+    nested = isinstance(group, dict) and set(group) <= set(FLAT_SETTINGS)
+    return {"optim": list(FLAT_SETTINGS)} if nested or set(FLAT_SETTINGS) <= set(arguments) else {}
+
+
+def legacy_method_args(arguments: dict, settings: Mapping[str, Sequence[str]] | None = None) -> dict:
+    """A method's `arguments` with a group's fields written flat (`lr: 0.1` beside `ratio`, as tuned files, run
+    identities and recorded defaults were before the SGD settings were a group) moved into the group (`optim: {lr:
+    0.1}`); arguments written nested are returned as they are. `settings`: the fields of each of the method's groups
+    (`methods.base.group_settings`, where the method is imported: a tuned file's subset of them); None: judged from the
+    arguments alone (`_groups_of`). The one reader of the flat spelling: tuned files (`hparams.load_tuned`) and run
+    folders made then still load, resume and sit beside new ones."""
+    moved = dict(arguments)
+    for group, names in (_groups_of(arguments) if settings is None else settings).items():
+        flat = {name: moved.pop(name) for name in names if name in arguments and group not in arguments}
+        if flat:
+            moved[group] = flat
+    return moved

@@ -155,8 +155,9 @@ class SavedLogits:
 
 
 def identity_hash(identity: RunIdentity) -> str:
-    """The first 8 hex digits of the identity's sha256: the end of a run directory's name (`RunConfig.run_path`)."""
-    return hashlib.sha256(json.dumps(identity.to_json(), sort_keys=True, default=str).encode()).hexdigest()[:8]
+    """The first 8 hex digits of the sha256 of the identity's `named_json`: the end of a run directory's name
+    (`RunConfig.run_path`)."""
+    return hashlib.sha256(json.dumps(identity.named_json(), sort_keys=True, default=str).encode()).hexdigest()[:8]
 
 
 def _initialization_leftover(name: str) -> bool:

@@ -1,7 +1,8 @@
 """Typed search-space records: what `unlearnbench tune` may vary for a method, declared beside its defaults.
 
 A method lists `search_space = space(GRADIENT_SPACE, alpha=Float(0.5, 0.9999))` as a
-class attribute; each key is an `__init__` argument and each record maps onto one of Optuna's
+class attribute; each key is an `__init__` argument, a group's field by its path (`optim.lr`, the
+Optuna parameter's name too), and each record maps onto one of Optuna's
 `trial.suggest_float/int/categorical` (duck-typed here, so importing a method never imports
 Optuna). Learning rates, weight decays and loss coefficients that span decades are `log=True`:
 TPE then samples 1e-4 as often as 1e-2. `GRADIENT_SPACE` is the part every SGD method shares:
@@ -62,9 +63,13 @@ class Categorical:
 
 Distribution = Float | Int | Categorical
 
-#: lr, epochs and weight decay of an SGD method; `epochs` is capped by the tuning budget at tune time.
+#: lr, epochs and weight decay of an SGD method's `optim` group; `optim.epochs` is capped by the tuning budget.
 GRADIENT_SPACE: Mapping[str, Distribution] = MappingProxyType(
-    {"lr": Float(1e-5, 1e-1, log=True), "epochs": Int(1, 10), "weight_decay": Float(1e-5, 1e-1, log=True)}
+    {
+        "optim.lr": Float(1e-5, 1e-1, log=True),
+        "optim.epochs": Int(1, 10),
+        "optim.weight_decay": Float(1e-5, 1e-1, log=True),
+    }
 )
 
 
@@ -73,9 +78,17 @@ def sample(distributions: Mapping[str, Distribution], trial) -> dict:
     return {name: distribution.suggest(trial, name) for name, distribution in distributions.items()}
 
 
-def space(*bases: Mapping[str, Distribution], **distributions: Distribution) -> Mapping[str, Distribution]:
-    """A method's search space: `bases` merged in order, then `distributions` (which override them); read-only."""
+def space(
+    *bases: Mapping[str, Distribution], **distributions: Distribution | Mapping[str, Distribution]
+) -> Mapping[str, Distribution]:
+    """A method's search space: `bases` merged in order, then `distributions` (which override them), a group's as a
+    mapping of its fields (`optim={"epochs": Int(1, 5)}` is `optim.epochs`); read-only."""
     merged: dict[str, Distribution] = {}
     for base in bases:
         merged.update(base)
-    return MappingProxyType(merged | distributions)
+    for name, distribution in distributions.items():
+        if isinstance(distribution, Mapping):
+            merged.update({f"{name}.{field}": d for field, d in distribution.items()})
+        else:
+            merged[name] = distribution
+    return MappingProxyType(merged)

@@ -58,7 +58,7 @@ from unlearnbench.evaluation.scoring import avg_gap
 from unlearnbench.hparams import hparams_path
 from unlearnbench.interrupt import raise_if_interrupted
 from unlearnbench.io import write_text_atomic
-from unlearnbench.methods.base import method_arguments
+from unlearnbench.ranges import nested
 from unlearnbench.recipe import Recipe
 from unlearnbench.records import RequestRecord
 from unlearnbench.registry import DATASETS, METHODS, STREAMS
@@ -143,10 +143,10 @@ class TuneSpec:
         return max(1, math.ceil(EPOCH_FRACTION * self.recipe_epochs()))
 
     def space(self) -> dict[str, Distribution]:
-        """The method's declared space, its `epochs` range capped by the budget."""
+        """The method's declared space, its `optim.epochs` range capped by the budget."""
         space = dict(METHODS.get(self.method).search_space)
-        if isinstance(space.get("epochs"), Int):
-            space["epochs"] = space["epochs"].capped(self.epoch_cap())
+        if isinstance(space.get("optim.epochs"), Int):
+            space["optim.epochs"] = space["optim.epochs"].capped(self.epoch_cap())
         return space
 
     def study_name(self) -> str:
@@ -179,7 +179,7 @@ class TuneSpec:
             requests=self.requests,
             size=self.size,
             seed=seed,
-            method_args=method_arguments(METHODS.get(self.method), values),  # flat names -> the SGD group
+            method_args=nested(values),  # a sample's paths (`optim.lr`) as the method's arguments
             recipe=dict(self.recipe),
             out=self.out / "trials" / self.study_name(),
             store=self.store if self.store is not None else self.out / "store",
@@ -510,7 +510,7 @@ def write_result(spec: TuneSpec, study) -> Path:
         "arch": spec.arch,
         "stream": spec.stream,
         "method": spec.method,
-        "hparams": dict(best.params),
+        "hparams": nested(best.params),
         "provenance": provenance,
     }
     path = hparams_path(spec.out, spec.dataset, spec.arch, spec.stream, spec.method)

@@ -35,8 +35,7 @@ class BadTeacher(AdamOptimizer, GradientMethod):
 
     batch_mode = BatchMode.MIXED
     search_space = space(
-        lr=Float(1e-5, 1e-2, log=True),
-        epochs=Int(1, 5),
+        optim={"lr": Float(1e-5, 1e-2, log=True), "epochs": Int(1, 5)},
         retain_fraction=Float(0.05, 1.0),
         temperature=Float(0.5, 8.0, log=True),
     )

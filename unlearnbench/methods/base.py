@@ -44,9 +44,9 @@ class SGDSettings:
     """The optimizer settings of a gradient method: `--<method>.optim.lr`, YAML `<method>: {optim: {lr: ...}}`.
 
     A method's own defaults are its group default (`optim: SGDSettings = SGDSettings(lr=0.013)`, each
-    value citing its source); a value given overrides that default field by field. Tuned files, search
-    spaces, valid ranges and the run identity name the fields flat (`lr`), as before the group existed,
-    so the studies, tuned files and run directories made then are still found.
+    value citing its source); a value given overrides that default field by field. Everything else names a
+    field by its path in the group too: tuned files (`hparams: {optim: {lr: ...}}`), search spaces and valid
+    ranges (`optim.lr`), the method's `hparams` and the run identity (`method_args: {optim: {...}}`).
 
     Args:
         lr: learning rate of the method's optimizer (SGD unless the method says otherwise).
@@ -75,21 +75,20 @@ class SGDSettings:
 class UnlearningMethod(LeanModule):
     """Base class: serves one request at a time, reading the request's data in batches of `batch_size`.
 
-    `hparams` records the hyperparameters by flat name (a group's fields in place of the group), as the
-    run identity and tuned files name them. Every method reads data in batches, so every method has a
-    `batch_size` hyperparameter: a gradient method's comes with its SGD settings, any other method
-    declares its own.
+    `hparams` records the hyperparameters, a group as the mapping of its fields, as the run identity and tuned
+    files name them. Every method reads data in batches, so every method has a `batch_size`: a gradient method's
+    is among its SGD settings (`optim.batch_size`), any other method declares its own.
     """
 
     batch_mode: ClassVar[BatchMode] = BatchMode.RETAIN
     #: The stream kinds the method serves (None: every kind); a run on another kind is refused, as bad
     #: input, before any data is loaded (UNSIR learns noise per forgotten class: class-wise only).
     streams: ClassVar[tuple[str, ...] | None] = None
-    #: What `unlearnbench tune` may vary: flat hyperparameter name -> a `search_space` record (Float, Int,
+    #: What `unlearnbench tune` may vary: hyperparameter path (`optim.lr`) -> a `search_space` record (Float, Int,
     #: Categorical). Every registered method declares one; the registry-wide test refuses a method without.
     search_space: ClassVar[Mapping[str, Distribution] | None] = None
-    #: Valid values of the hyperparameters by flat name (`ranges.Range`); a subclass declares its own arguments
-    #: only, its bases' ranges apply too. A run outside them is refused before any data is loaded.
+    #: Valid values of the hyperparameters by name (`ranges.Range`); a subclass declares its own arguments only, its
+    #: bases' and its groups' classes' ranges apply too. A run outside them is refused before any data is loaded.
     valid_ranges: ClassVar[Mapping[str, Range]] = ranges(batch_size=AT_LEAST_ONE)
 
     def __init__(self):
@@ -182,13 +181,14 @@ class GradientMethod(FitMethod):
         optim: the optimizer settings (learning rate, epochs, batch size, momentum, weight decay).
     """
 
-    valid_ranges = SGDSettings.valid_ranges
-
     def __init__(self, optim: SGDSettings = SGDSettings()):
         super().__init__()
         self.optim = optim
-        self.hparams.pop("optim")
-        self.hparams.update(asdict(optim))
+        self.hparams.optim = asdict(optim)  # a mapping, as the run identity records it
+
+    @property
+    def batch_size(self) -> int:
+        return self.optim.batch_size
 
     def unlearn(self, fit: Callable[[int], None]) -> None:
         fit(self.optim.epochs)
@@ -251,7 +251,7 @@ def stage_method(owner: str, name: str, args: Mapping[str, object]) -> GradientM
             f"{owner} stage {name!r} must train by gradient on retain or mixed batches (e.g. finetune, salun)"
         )
     check_method_arguments(name, cls, args)
-    return cls(**method_arguments(cls, flat_arguments(cls, args)))
+    return cls(**method_arguments(cls, args))
 
 
 class StagedMethod(FitMethod):
@@ -311,34 +311,22 @@ class StagedMethod(FitMethod):
         return self.current.configure_optimizers()
 
 
-def method_arguments(cls: type, flat: Mapping[str, object]) -> dict:
-    """Hyperparameters by flat name (`lr`, `ratio`: tuned files, search spaces) as `cls`'s keyword arguments.
+def method_arguments(cls: type, *layers: Mapping[str, object]) -> dict:
+    """`cls`'s keyword arguments from nested mappings (tuned values, then those given: a later layer wins).
 
-    A group's fields are gathered into the group, over the class's own group default: `{"lr": 0.1}` gives
-    SalUn `optim=SGDSettings(lr=0.1, ...)` with SalUn's other settings. A group given nested (`optim: {lr: 0.1}`)
-    is merged the same way, with the flat names, never replacing the other. Any other name passes through.
+    A group (`optim`, a mapping of its fields or the dataclass itself) is merged field by field over the
+    class's own group default: `{"optim": {"lr": 0.1}}` gives SalUn `optim=SGDSettings(lr=0.1, ...)` with
+    SalUn's other settings. Any other argument passes through.
     """
-    owner = {field.name: group for group, default in groups(cls).items() for field in fields(default)}
+    defaults = groups(cls)
     arguments, grouped = {}, {}
-    for name, value in flat.items():
-        if name in groups(cls) and (isinstance(value, Mapping) or is_dataclass(value)):  # already nested: merged
-            grouped.setdefault(name, {}).update(asdict(value) if is_dataclass(value) else value)
-        elif name in owner:
-            grouped.setdefault(owner[name], {})[name] = value
-        else:
-            arguments[name] = value
-    return arguments | {group: replace(groups(cls)[group], **values) for group, values in grouped.items()}
-
-
-def flat_arguments(cls: type, arguments: Mapping[str, object]) -> dict:
-    """The inverse of `method_arguments`: a group's values (a mapping or the dataclass itself) flattened in."""
-    flat = {}
-    for name, value in arguments.items():
-        if name in groups(cls) and (isinstance(value, Mapping) or is_dataclass(value)):
-            flat.update(asdict(value) if is_dataclass(value) else value)
-        else:
-            flat[name] = value
-    return flat
+    for layer in layers:
+        for name, value in layer.items():
+            if name in defaults and (isinstance(value, Mapping) or is_dataclass(value)):
+                grouped.setdefault(name, {}).update(asdict(value) if is_dataclass(value) else value)
+            else:
+                arguments[name] = value
+    return arguments | {group: replace(defaults[group], **values) for group, values in grouped.items()}
 
 
 def group_settings(cls: type) -> dict[str, list[str]]:

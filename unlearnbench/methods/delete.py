@@ -33,7 +33,7 @@ class Delete(KeepsTeacher, GradientMethod):
     """
 
     batch_mode = BatchMode.FORGET
-    search_space = space(lr=Float(1e-4, 1e-1, log=True), epochs=Int(1, 20))
+    search_space = space(optim={"lr": Float(1e-4, 1e-1, log=True), "epochs": Int(1, 20)})
 
     def __init__(
         self,

@@ -34,7 +34,9 @@ class JiT(GradientMethod):
 
     batch_mode = BatchMode.FORGET
 
-    search_space = space(lr=Float(1e-7, 1e-3, log=True), epochs=Int(1, 5), sigma=Float(1e-3, 0.5, log=True))
+    search_space = space(
+        optim={"lr": Float(1e-7, 1e-3, log=True), "epochs": Int(1, 5)}, sigma=Float(1e-3, 0.5, log=True)
+    )
     valid_ranges = ranges(sigma=POSITIVE, n_samples=AT_LEAST_ONE)
 
     def __init__(

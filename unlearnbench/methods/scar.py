@@ -52,8 +52,7 @@ class SCAR(KeepsTeacher, AdamOptimizer, GradientMethod):
     batch_mode = BatchMode.FORGET
 
     search_space = space(
-        lr=Float(1e-5, 1e-1, log=True),
-        epochs=Int(1, 10),
+        optim={"lr": Float(1e-5, 1e-1, log=True), "epochs": Int(1, 10)},
         lambda_1=Float(0.1, 10.0, log=True),
         lambda_2=Float(0.5, 50.0, log=True),
         delta=Float(0.1, 1.0),

@@ -33,7 +33,7 @@ class SCRUB(KeepsTeacher, PairedManualMethod):
 
     search_space = space(
         GRADIENT_SPACE,
-        epochs=Int(1, 5),
+        optim={"epochs": Int(1, 5)},
         msteps=Int(1, 5),
         temperature=Float(1.0, 8.0, log=True),
         gamma=Float(0.1, 1.0),

@@ -44,8 +44,7 @@ class UNSIR(AdamOptimizer, GradientMethod):
     streams = ("classwise",)
 
     search_space = space(
-        lr=Float(1e-6, 1e-2, log=True),
-        epochs=Int(1, 3),
+        optim={"lr": Float(1e-6, 1e-2, log=True), "epochs": Int(1, 3)},
         noise_lr=Float(1e-3, 1.0, log=True),
         noise_l2=Float(1e-3, 1.0, log=True),
     )

@@ -109,7 +109,7 @@ from unlearnbench.evaluation.keys import HEADLINE, METRIC_KEYS, leaderboard_keys
 from unlearnbench.evaluation.scoring import stream_summary
 from unlearnbench.io import check_writable_directory, write_text_atomic
 from unlearnbench.provenance import git_commit
-from unlearnbench.records import RequestRecord, RunIdentity, RunSummary
+from unlearnbench.records import RequestRecord, RunIdentity, RunSummary, legacy_method_args
 from unlearnbench.registry import STREAMS
 from unlearnbench.report.plots import write_group_plots
 from unlearnbench.report.privacy import PRIVACY_KEYS, ChainPrivacy, chain_privacy_of, privacy_caption, privacy_cell
@@ -289,7 +289,9 @@ class RunRecord:
     def method_defaults(self) -> dict | None:
         """The method's hyperparameter defaults as the run recorded them (None: a run from before they were)."""
         defaults = self.method_code.get("defaults") if isinstance(self.method_code, dict) else None
-        return defaults if isinstance(defaults, dict) else None
+        if not isinstance(defaults, dict):
+            return None
+        return legacy_method_args(defaults)
 
     @property
     def config_hash(self) -> str:
@@ -697,7 +699,13 @@ def _differences(identity: dict, siblings: list[dict], defaults: dict | None) ->
     args = identity["method_args"]
     if defaults is None:  # no defaults recorded: what differs among the variants
         defaults = {k: v for k, v in args.items() if all(s["method_args"].get(k) == v for s in siblings)}
-    parts = [f"{key}={_short(value)}" for key, value in sorted(args.items()) if defaults.get(key, object()) != value]
+    parts = []
+    for key, value in sorted(args.items()):
+        default = defaults.get(key, object())
+        if isinstance(value, dict) and isinstance(default, dict):  # a group (`optim`): the fields that differ
+            parts += [f"{key}.{k}={_short(v)}" for k, v in sorted(value.items()) if default.get(k, object()) != v]
+        elif default != value:
+            parts.append(f"{key}={_short(value)}")
     for key in sorted({k for s in siblings for k in s} - {*REPLICATE_KEYS, "method", "method_args", "tuned"}):
         if len({json.dumps(s.get(key), sort_keys=True, default=str) for s in siblings}) > 1:
             parts.append(f"{key}={_short(identity.get(key, 'none'))}")
