@@ -90,3 +90,20 @@ def suite_cwd(empty_cwd) -> Path:
     shipped suites are run and name them (`hparams: tuned/...`): a test asserts nothing else is written there."""
     (empty_cwd / "tuned").symlink_to(Path(__file__).resolve().parent.parent / "tuned")
     return empty_cwd
+
+
+class SimulatedCrashError(Exception):
+    """Stands in for a kill at a chosen point of a run."""
+
+
+def crash_before_request(patch: pytest.MonkeyPatch, t: int) -> None:
+    """`Runner.serve` raises `SimulatedCrashError` at request `t`, where a kill would stop the run: requests 1..t − 1
+    served and recorded, t not begun."""
+    original = Runner.serve
+
+    def serve(self, request):
+        if request.t == t:
+            raise SimulatedCrashError
+        return original(self, request)
+
+    patch.setattr(Runner, "serve", serve)

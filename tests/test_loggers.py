@@ -8,17 +8,13 @@ import os
 
 import pytest
 
-from tests.conftest import tiny_config
+from tests.conftest import SimulatedCrashError, crash_before_request, tiny_config
 from unlearnbench.cli import main
 from unlearnbench.loggers import STATE_FILE
 from unlearnbench.loggers.wandb import WANDB_DIRS
 from unlearnbench.runner import Runner
 
 WANDB_ENV = ("WANDB_MODE", "WANDB_API_KEY", "WANDB_DIR", "WANDB_SILENT", "WANDB_PROJECT", *WANDB_DIRS)
-
-
-class SimulatedCrashError(Exception):
-    """Stands in for a kill at request 2."""
 
 
 @pytest.fixture
@@ -33,17 +29,6 @@ def empty_home(tmp_path, monkeypatch):
     for name in WANDB_ENV:
         monkeypatch.delenv(name, raising=False)
     return home
-
-
-def _crash_at_request_2(monkeypatch):
-    original = Runner.serve
-
-    def serve(self, request):
-        if request.t == 2:
-            raise SimulatedCrashError
-        return original(self, request)
-
-    monkeypatch.setattr(Runner, "serve", serve)
 
 
 def test_offline_wandb_writes_only_inside_the_run_dir(tmp_path, shared_store, empty_home):
@@ -62,7 +47,7 @@ def test_offline_wandb_writes_only_inside_the_run_dir(tmp_path, shared_store, em
 def test_a_resumed_run_continues_its_logger(tmp_path, shared_store, empty_home, monkeypatch, kind):
     config = tiny_config(tmp_path / "runs", shared_store, "finetune", logger=kind)
     with monkeypatch.context() as patch:
-        _crash_at_request_2(patch)
+        crash_before_request(patch, 2)
         runner = Runner.from_config(config)
         with pytest.raises(SimulatedCrashError):
             runner.run()

@@ -10,7 +10,7 @@ from dataclasses import asdict, fields
 import pytest
 import yaml
 
-from tests.conftest import tiny_config
+from tests.conftest import SimulatedCrashError, crash_before_request, tiny_config
 from unlearnbench.cli import main, parse_run_args, run_config
 from unlearnbench.config import ConfigError, RunConfig
 from unlearnbench.io import load_yaml
@@ -178,23 +178,12 @@ def test_groups_of_two_layers_merge_over_the_methods_own_default():
     assert (group.epochs, group.momentum, group.lr, group.weight_decay) == (2, 0.5, 0.1, 5e-4)
 
 
-class SimulatedCrashError(Exception):
-    """Stands in for a kill after the first request."""
-
-
 def test_a_run_folder_recorded_flat_resumes_with_the_same_command(tmp_path, shared_store, monkeypatch):
     """A run interrupted before the settings were a group holds them flat in its config.yaml (`lr:` beside
     `batches:`); the same command finds its folder, reads its identity nested and serves the remaining request."""
     config = tiny_config(tmp_path, shared_store, "finetune", requests=2)
-    original = Runner.serve
-
-    def serve(self, request):
-        if request.t == 2:
-            raise SimulatedCrashError
-        return original(self, request)
-
     with monkeypatch.context() as patch:
-        patch.setattr(Runner, "serve", serve)
+        crash_before_request(patch, 2)
         with pytest.raises(SimulatedCrashError):
             Runner.from_config(config).run()
     folder = Runner.from_config(config).run_dir.path

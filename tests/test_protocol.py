@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_limits
 
-from tests.conftest import tiny_config
+from tests.conftest import SimulatedCrashError, tiny_config
 from unlearnbench.config import ConfigError
 from unlearnbench.evaluation.keys import TIMING_KEYS
 from unlearnbench.records import RequestRecord
@@ -186,10 +186,6 @@ def test_single_shot_results_are_cached_for_reruns_and_longer_streams(tmp_path, 
     assert fits == [3]  # F_1 (the continual row itself) and F_2 come from the cache
     short = RunDirectory(next((tmp_path / "short").glob("finetune-*"))).rows()
     assert longer.rows[1].single_shot == short[1].single_shot
-
-
-class SimulatedCrashError(Exception):
-    """Stands in for a kill at a chosen point of the run."""
 
 
 def test_a_killed_run_with_schedules_resumes_to_identical_rows(tmp_path, shared_store, monkeypatch):

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from rich.console import Console
 
-from tests.conftest import tiny_config
+from tests.conftest import SimulatedCrashError, crash_before_request, tiny_config
 from tests.test_cli import _assert_refused_before_torch
 from unlearnbench.console import Reporter
 from unlearnbench.evaluation import reference_scores
@@ -197,24 +197,13 @@ def test_a_run_with_the_attack_records_it_where_scheduled_recomputably_and_chang
     assert _without(rows, ROBUSTNESS_KEYS) == _without(_rows(plain.run_dir), set())
 
 
-class SimulatedCrashError(Exception):
-    """Stands in for a kill before request 2 is served."""
-
-
 def test_a_resumed_run_attacks_to_the_same_numbers(tmp_path, shared_store, monkeypatch):
     options = {"requests": 2, "single_shot_every": 0, "logger": "none", "relearn_every": 1, "relearn_steps": STEPS}
     reference = Runner.from_config(tiny_config(tmp_path / "a", shared_store, "finetune", **options)).run()
     reference_scores.clear()
     interrupted = tiny_config(tmp_path / "b", shared_store, "finetune", **options)
-    serve = Runner.serve
-
-    def crash_at_two(self, request):
-        if request.t == 2:
-            raise SimulatedCrashError
-        return serve(self, request)
-
     with monkeypatch.context() as patch:
-        patch.setattr(Runner, "serve", crash_at_two)
+        crash_before_request(patch, 2)
         with pytest.raises(SimulatedCrashError):
             Runner.from_config(interrupted).run()
     reference_scores.clear()  # the resumed session computes the oracle's attack afresh, as a new process does

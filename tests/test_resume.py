@@ -8,7 +8,7 @@ import json
 import pytest
 import torch.nn.functional as F
 
-from tests.conftest import tiny_config
+from tests.conftest import SimulatedCrashError, crash_before_request, tiny_config
 from unlearnbench.evaluation.keys import TIMING_KEYS
 from unlearnbench.methods.base import GradientMethod
 from unlearnbench.records import RequestRecord
@@ -26,10 +26,6 @@ def _comparable(run_dir) -> list[RequestRecord]:
     return rows
 
 
-class SimulatedCrashError(Exception):
-    """Stands in for a kill at a chosen point of the run."""
-
-
 @pytest.mark.parametrize("where", ["before_request", "after_checkpoint_before_row"])
 def test_resume_equals_uninterrupted(tmp_path, shared_store, monkeypatch, where):
     config = tiny_config(tmp_path / "a", shared_store, "rl", requests=3)
@@ -38,14 +34,7 @@ def test_resume_equals_uninterrupted(tmp_path, shared_store, monkeypatch, where)
     interrupted_config = tiny_config(tmp_path / "b", shared_store, "rl", requests=3)
     with monkeypatch.context() as patch:
         if where == "before_request":
-            original = Runner.serve
-
-            def serve(self, request):
-                if request.t == 2:
-                    raise SimulatedCrashError
-                return original(self, request)
-
-            patch.setattr(Runner, "serve", serve)
+            crash_before_request(patch, 2)
         else:
             original = RunDirectory.append_row
 
@@ -110,14 +99,7 @@ def test_a_teacher_kept_as_a_submodule_stays_out_of_the_resume_state(
     reference = Runner.from_config(tiny_config(tmp_path / "a", shared_store, teacher_plugin, requests=3)).run()
     config = tiny_config(tmp_path / "b", shared_store, teacher_plugin, requests=3)
     with monkeypatch.context() as patch:
-        original = Runner.serve
-
-        def serve(self, request):
-            if request.t == 3:
-                raise SimulatedCrashError
-            return original(self, request)
-
-        patch.setattr(Runner, "serve", serve)
+        crash_before_request(patch, 3)
         with pytest.raises(SimulatedCrashError):
             Runner.from_config(config).run()
     saved = RunDirectory(config.run_path(Runner.from_config(config).identity)).load_state(2)
