@@ -22,6 +22,9 @@ measured in the same script, interleaved, median of the repeats):
        PyTorch loop over the split's normalized tensors with the same optimizer, steps and threads:
        P7a pretraining the `mlp` (its recipe, 5 epochs), P7b one FT request on it (random stream, 1%),
        P7c pretraining the small CNN (`--arch.pools 2`, its recipe, 1 epoch)          [<= 1.10]
+       P7d what P7a's ratio is made of: the loop's own cost a step, the runner's fit of a near-zero model (784 -> 1
+       -> 10) against the bare loop's, beside a plain Lightning Trainer's (no callbacks, logger or checkpointing)
+                                                                                     [reported]
 - P8   K = 16 oracles of the memorizing tier's `mlp` (its recipe, 2 epochs) in one batched fit
        (`training.train_together`) / the same 16 fitted one by one (`train_from_scratch`), default threads [<= 0.5]
 - P9   a suite's peak RSS growth per cell (16 cells of the memorizing tier against 4): a finished cell's runner
@@ -57,6 +60,7 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
+import lightning as L
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -367,11 +371,48 @@ def _p7_request(runner: Runner, repeats: int) -> None:
     )
 
 
+def _p7_loop_cost(runner: Runner, repeats: int) -> None:
+    """What P7a's ratio is made of: the per-step cost of the loop alone, the runner's fit against a bare loop with a
+    near-zero model (784 -> 1 -> 10, nothing left to compute), and the share of it a plain Lightning Trainer (no
+    callbacks, logger or checkpointing) already has: Lightning's own loop, not the runner's additions."""
+    from unlearnbench.training import SupervisedClassifier
+
+    dataset, recipe = runner.dataset, replace(runner.recipe, epochs=5)
+    images, labels = dataset.train.normalized(dataset.mean, dataset.std), dataset.train.labels
+    everything = torch.arange(len(labels))
+    steps = recipe.epochs * -(-len(labels) // recipe.batch_size)
+
+    def near_zero() -> torch.nn.Module:
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(images[0].numel(), 1), torch.nn.Linear(1, 10))
+
+    def lightning_fit(trainer) -> float:
+        loader = dataset.loader(dataset.train, everything, recipe.batch_size, augment=True, shuffle=True, seed=0)
+        start = time.perf_counter()
+        trainer.fit(SupervisedClassifier(near_zero(), recipe), train_dataloaders=loader)
+        return time.perf_counter() - start
+
+    def plain() -> L.Trainer:
+        return L.Trainer(max_epochs=recipe.epochs, accelerator="cpu", devices=1, logger=False,
+                         enable_checkpointing=False, enable_model_summary=False, enable_progress_bar=False)  # fmt: skip
+
+    seconds: dict[str, list[float]] = {"runner": [], "plain": [], "bare": []}
+    for _ in range(repeats):
+        seconds["runner"].append(lightning_fit(runner.trainer(recipe.epochs, "pretraining")))
+        seconds["plain"].append(lightning_fit(plain()))
+        seconds["bare"].append(_bare_tensor_fit(near_zero(), images, labels, everything, recipe, recipe.epochs, True))
+    per_step = {name: 1000 * statistics.median(values) / steps for name, values in seconds.items()}
+    detail = ", ".join(f"{name} {ms:.3f}" for name, ms in per_step.items())
+    report("P7d", "loop cost, ms a step: runner − bare (near-zero model)", per_step["runner"] - per_step["bare"],
+           "report", True, f"ms a step: {detail}")  # fmt: skip
+
+
 def p7_memorizing(root: Path, repeats: int) -> None:
     # `Runner.run` keeps numpy's BLAS on one thread (see there); fits called alone must too.
     with threadpool_limits(limits=1, user_api="blas"):
         runner = _p7_pretraining(root, "P7a", "mlp", {}, 5, repeats)
         _p7_request(runner, repeats)
+        _p7_loop_cost(runner, repeats)
         _p7_pretraining(root, "P7c", "smallcnn", {"pools": 2}, 1, repeats)
 
 

@@ -31,9 +31,8 @@ class CFk(ClipsGradientNorm, GradientMethod):
         clip: gradient-norm clipping threshold.
     """
 
-    search_space = space(
-        GRADIENT_SPACE, k=Int(1, 3), optim={"epochs": Int(1, 64)}
-    )  # Goel et al. train for tens of epochs
+    # Goel et al. train for tens of epochs
+    search_space = space(GRADIENT_SPACE, k=Int(1, 3), optim={"epochs": Int(1, 64)})
     valid_ranges = ranges(k=AT_LEAST_ONE, clip=POSITIVE)
 
     def __init__(
