@@ -341,7 +341,9 @@ def legacy_method_args(arguments: dict, settings: Mapping[str, Sequence[str]] | 
     folders made then still load, resume and sit beside new ones."""
     moved = dict(arguments)
     for group, names in (_groups_of(arguments) if settings is None else settings).items():
-        flat = {name: moved.pop(name) for name in names if name in arguments and group not in arguments}
+        if group in arguments:  # written nested already
+            continue
+        flat = {name: moved.pop(name) for name in names if name in arguments}
         if flat:
             moved[group] = flat
     return moved
