@@ -162,3 +162,20 @@ def test_chain_privacy_recomputes_the_live_numbers_from_saved_logits(tmp_path):
     assert two["chains"] == 2 and all(request["eps_score"] is None for request in two["requests"])
     for pair, trio in zip(two["requests"], privacy["requests"], strict=True):  # chains 0 and 1 meet oracles 0 and 1
         assert pair["tow_chains"] == pytest.approx(trio["tow_chains"][:2])
+
+
+def test_every_derived_stream_of_a_request_draws_its_own_numbers():
+    """Defect: the SVC attack's subsampling and the forget set's batch order were both `(seed, t, 1)`, so a run whose
+    `--unlearn-seed` is its `--seed` (the default) drew the same numbers for both."""
+    from unlearnbench import seeds
+
+    assert len(set(seeds.SALTS.values())) == len(seeds.SALTS)
+    for seed in (0, 1, 7):
+        for t in (1, 2, 30):
+            drawn = [
+                seeds.attack_seed(seed, t),
+                seeds.relearn_seed(seed, t),
+                seeds.learning_seed(seed, t),
+                *(seeds.batch_order_seed(seed, t, batches) for batches in ("forget", "retain", "other")),
+            ]
+            assert len(set(drawn)) == len(drawn), (seed, t)

@@ -273,22 +273,19 @@ class RequestStream(L.LightningDataModule):
     def view(self) -> StreamView:
         return StreamView(self)
 
-    def loader_seed(self, salt: int = 0) -> int:
-        return batch_order_seed(self.batch_seed, self.current.t, salt)
-
-    def loader(self, indices: np.ndarray, *, batch_size: int, augment: bool, salt: int = 0) -> InMemoryLoader:
+    def loader(self, indices: np.ndarray, *, batch_size: int, augment: bool, batches: str = "other") -> InMemoryLoader:
         return self.dataset.loader(
             self.dataset.train,
             torch.as_tensor(indices, dtype=torch.long),
             batch_size,
             augment=augment,
             shuffle=augment,
-            seed=self.loader_seed(salt),
+            seed=batch_order_seed(self.batch_seed, self.current.t, batches),
         )
 
     def train_dataloader(self) -> RequestBatches:
-        forget = self.loader(self.current.forget, batch_size=self.batch_size, augment=True, salt=1)
-        retain = self.loader(self.current.retain, batch_size=self.batch_size, augment=True, salt=2)
+        forget = self.loader(self.current.forget, batch_size=self.batch_size, augment=True, batches="forget")
+        retain = self.loader(self.current.retain, batch_size=self.batch_size, augment=True, batches="retain")
         return RequestBatches(forget, retain, self.batch_mode)
 
     def manifest(self) -> dict:
