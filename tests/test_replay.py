@@ -33,6 +33,34 @@ def test_every_field_of_a_record_is_a_run_option_or_spelled_out():
     assert {field.name for field in fields(RunIdentity)} - set(RECORD_PARTS) <= options
 
 
+def test_a_run_option_is_declared_once_by_its_run_config_field():
+    """`run`'s options are built from `RunConfig`'s fields (`config.option`): each such field is an option of its
+    name and its dashed spelling, with the field's default and help, and a suite key unless the grid sets it; `tune`
+    spells the options it shares the same way; the options checked before torch is imported take the field's type."""
+    from dataclasses import MISSING
+
+    from unlearnbench.cli import _early_options
+    from unlearnbench.config import Hardware, RunConfig
+    from unlearnbench.grid import COMMON_KEYS, NOT_COMMON
+    from unlearnbench.tune_options import tune_parser
+
+    run_actions = {action.dest: action for action in run_parser(None)._actions}
+    tune_actions = {action.dest: action for action in tune_parser()._actions}
+    declared = [(cls, spec) for cls in (RunConfig, Hardware) for spec in fields(cls) if spec.metadata.get("help")]
+    assert len(declared) > 30
+    for _, spec in declared:
+        action = run_actions[spec.name]
+        default = spec.default_factory() if spec.default is MISSING else spec.default
+        assert action.default == default and action.help.startswith(spec.metadata["help"]), spec.name
+        assert f"--{spec.name.replace('_', '-')}" in action.option_strings, spec.name
+        assert spec.name in COMMON_KEYS or spec.name in NOT_COMMON, spec.name
+        if spec.name in tune_actions and spec.name != "out":  # tune's `--out` is its own: the folder of tuned files
+            assert tune_actions[spec.name].default == default and tune_actions[spec.name].help == action.help
+    assert "mlp" in run_actions["arch"].help and "random" in run_actions["stream"].help  # a registry's names
+    assert _early_options()["requests"] is int and _early_options()["quantize_bits"] is list
+    assert _early_options()["size"] is float and "logger" not in _early_options()
+
+
 @pytest.mark.parametrize("method", METHODS.names())
 def test_every_methods_record_replays_as_the_same_run(method, tmp_path):
     stream = (getattr(METHODS.get(method), "streams", None) or ["classwise"])[0]

@@ -17,17 +17,18 @@ import sys
 import warnings
 from dataclasses import fields
 from pathlib import Path
-from typing import TYPE_CHECKING
+from types import UnionType
+from typing import TYPE_CHECKING, get_args, get_origin, get_type_hints
 
 import yaml
 from jsonargparse import ActionConfigFile, ArgumentParser, Namespace
 from jsonargparse import ArgumentError as JsonArgumentError
 
-from unlearnbench.early_checks import SEED_PARTS, check_section
+from unlearnbench.early_checks import check_section
 from unlearnbench.errors import ConfigError, excerpt, print_warnings_as_lines
 from unlearnbench.interrupt import Interrupted, exit_process, ignore_late_signals, interruptible
 from unlearnbench.io import load_yaml
-from unlearnbench.parsers import command_parser
+from unlearnbench.parsers import add_field_options, command_parser
 
 if TYPE_CHECKING:  # the CLI imports the package lazily, so that `--help` and `list` stay instant
     from unlearnbench.config import RunConfig
@@ -102,14 +103,20 @@ def _given(argv: list[str]) -> dict[str, object]:
     return given
 
 
-#: The run's own options checked before anything heavy is imported, and how a command-line text becomes their value.
-EARLY_OPTIONS = {
-    **dict.fromkeys(("requests", "oracle_every", "single_shot_every", "seed", "oracle_seeds", *SEED_PARTS), int),
-    **dict.fromkeys(("relearn_every", "relearn_steps", "quantize_every"), int),
-    **dict.fromkeys(("size", "relearn_fraction", "relearn_margin"), float),
-    "quantize_bits": list,
-    **dict.fromkeys(("download", "save_logits"), bool),
-}
+def _early_options() -> dict[str, type]:
+    """The run's own options checked before anything heavy is imported (each `RunConfig` option that holds a number,
+    a flag or a list), and how a command-line text becomes their value: the field's type, `None` aside."""
+    from unlearnbench.config import RunConfig
+
+    hints, kinds = get_type_hints(RunConfig), {}
+    for spec in fields(RunConfig):
+        hint = hints[spec.name]
+        if get_origin(hint) is UnionType:  # `int | None`: an int, or null
+            hint = next(arg for arg in get_args(hint) if arg is not type(None))
+        kind = get_origin(hint) or hint
+        if spec.metadata.get("help") and kind in (int, float, bool, list):
+            kinds[spec.name] = kind
+    return kinds
 
 
 def _early_value(text: object, kind: type) -> object:
@@ -153,7 +160,7 @@ def _check_early(argv: list[str]) -> None:
     if {"help", "print_config"} & set(given) or "-h" in argv:  # they print and exit: nothing runs
         return
     check_names(given)
-    values = {name: _early_value(given[name], kind) for name, kind in EARLY_OPTIONS.items() if name in given}
+    values = {name: _early_value(given[name], kind) for name, kind in _early_options().items() if name in given}
     check_run_numbers({name: value for name, value in values.items() if value is not _UNREAD})
     check_run_choices({name: given[name] for name in CHOICES if name in given})
     download = values.get("download", False)
@@ -354,9 +361,11 @@ def _chosen_guards(argv: list[str]) -> tuple[list[str], list[str]]:
 def run_parser(
     method: str | None, guards: list[str] = (), dataset: str | None = "digits", arch: str | None = "smallcnn"
 ) -> ArgumentParser:
-    """`run`'s parser with the groups of `method`, `guards`, `dataset` and `arch`; with none of them (None, ()) it
-    holds `run`'s own options only and imports nothing heavy (`_parse_own_options`)."""
-    from unlearnbench.registry import METHODS, STREAMS
+    """`run`'s parser: an option for each `RunConfig` field that is one (`config.option`: type, default and help
+    declared there), in the fields' order, the groups of `dataset`, `arch`, `method` and `guards` among them; with
+    none of those (None, ()) it holds `run`'s own options only and imports nothing heavy (`_parse_own_options`)."""
+    from unlearnbench.config import Hardware, RunConfig
+    from unlearnbench.registry import GUARDS, METHODS
 
     parser = command_parser(
         "run",
@@ -370,15 +379,18 @@ def run_parser(
         required=True,
         help=f"one of: {', '.join(METHODS.catalog())}; its hyperparameters: run --method NAME --help",
     )
-    parser.add_argument("--stream", type=str, default="classwise", help=f"one of: {', '.join(STREAMS.catalog())}")
-    _add_data_arguments(parser, dataset, arch)
-    _add_stream_arguments(parser)
-    _add_protocol_arguments(parser)
-    _add_output_arguments(parser)
+    for spec in fields(RunConfig):
+        if spec.metadata.get("help"):
+            add_field_options(parser, RunConfig, [spec.name])
+        elif spec.name == "dataset_args":
+            _add_dataset_arguments(parser, dataset)
+        elif spec.name == "arch_args":
+            _add_arch_arguments(parser, arch)
+        elif spec.name == "hardware":
+            add_field_options(parser, Hardware, [field.name for field in fields(Hardware)])
+    parser.add_argument("--quiet", type=bool, nargs="?", const=True, default=False, help="only errors and warnings")
     if method in METHODS:
         _add_method_arguments(parser, method)
-    from unlearnbench.registry import GUARDS
-
     parser.add_argument(
         "--guards", type=list[str], default=[], help=f"--guard NAME (repeatable, or a,b): {', '.join(GUARDS.catalog())}"
     )
@@ -387,17 +399,10 @@ def run_parser(
     return parser
 
 
-def _add_data_arguments(parser: ArgumentParser, dataset: str, arch: str) -> None:
-    """The dataset and the arch, each with its own arguments (`--dataset_args.train_size`, `--arch_args.width`)."""
-    from unlearnbench.registry import ARCHS, DATASETS
+def _add_dataset_arguments(parser: ArgumentParser, dataset: str) -> None:
+    """`--dataset_args.<key>` for each argument of `dataset` (its factory's keywords, train_size and test_size)."""
+    from unlearnbench.registry import DATASETS
 
-    parser.add_argument("--dataset", type=str, default="digits")
-    parser.add_argument(
-        "--data_dir", "--data-dir", type=Path | None, default=None, help="folder of on-disk datasets (default ./data)"
-    )
-    parser.add_argument(
-        "--download", type=bool, nargs="?", const=True, default=False, help="fetch a missing dataset into --data-dir"
-    )
     if dataset in DATASETS:
         from unlearnbench.data.cache import dataset_parameters
 
@@ -405,7 +410,12 @@ def _add_data_arguments(parser: ArgumentParser, dataset: str, arch: str) -> None
             parser.add_argument(
                 f"--dataset_args.{key}", type=kind, default=default, help=f"dataset argument of {dataset}"
             )
-    parser.add_argument("--arch", type=str, default="smallcnn")
+
+
+def _add_arch_arguments(parser: ArgumentParser, arch: str) -> None:
+    """`--arch_args.<key>` for each argument of `arch` its factory takes and the dataset does not fix."""
+    from unlearnbench.registry import ARCHS
+
     if arch in ARCHS:
         from unlearnbench.training import arch_parameters
 
@@ -413,149 +423,6 @@ def _add_data_arguments(parser: ArgumentParser, dataset: str, arch: str) -> None
             parser.add_argument(
                 f"--arch_args.{key}", type=type(default), default=default, help=f"arch argument of {arch}"
             )
-
-
-def _add_stream_arguments(parser: ArgumentParser) -> None:
-    """The request stream's length and sizes, and the seeds (one for everything, or each part on its own)."""
-    parser.add_argument("--requests", type=int, default=5, help="number of unlearning requests T")
-    parser.add_argument(
-        "--size",
-        type=float | None,
-        default=None,
-        help="classes per request (classwise, default 1) or fraction "
-        "of the train set per request (random, default 0.01)",
-    )
-    parser.add_argument("--seed", type=int, default=0, help="the seed of everything the parts below leave unset")
-    parser.add_argument(
-        "--train_seed", "--train-seed", type=int | None, default=None, help="pretraining and oracles (default --seed)"
-    )
-    parser.add_argument(
-        "--unlearn_seed",
-        "--unlearn-seed",
-        type=int | None,
-        default=None,
-        help="the method's randomness and batch order (default --seed)",
-    )
-    parser.add_argument(
-        "--stream_seed", "--stream-seed", type=int | None, default=None, help="the stream's manifest (default --seed)"
-    )
-
-
-def _add_protocol_arguments(parser: ArgumentParser) -> None:
-    """What each request is measured against: the oracle schedule, single-shot counterfactuals, the SVC's non-members."""
-    parser.add_argument("--oracle", type=str, default="retrain", help="retrain (default) or none: no gap")
-    parser.add_argument(
-        "--oracle_every",
-        "--oracle-every",
-        type=int,
-        default=1,
-        help="oracles (gap, oracle attack) at t = K, 2K, ... and T only (default 1: every request)",
-    )
-    parser.add_argument(
-        "--single_shot_every",
-        "--single-shot-every",
-        type=int | None,
-        default=None,
-        help="serve F_t single-shot from the pretrained model at t = K, 2K, ... and T, for the forward-failure gain "
-        "(default: where an oracle is; 0: never)",
-    )
-    parser.add_argument(
-        "--single_shot_baseline",
-        "--single-shot-baseline",
-        type=str,
-        default="single_task",
-        help="the single-shot counterfactual's retain set: single_task (default: train minus F_t alone, the "
-        "paper's single-task baseline), cumulative (train minus F_1..F_t: forward_gain_cumulative) or both",
-    )
-    parser.add_argument(
-        "--oracle_seeds",
-        "--oracle-seeds",
-        type=int,
-        default=1,
-        help="K oracles per request, train seeds train_seed..train_seed+K-1 (RMIA references; ε score)",
-    )
-    parser.add_argument(
-        "--relearn_every",
-        "--relearn-every",
-        type=int,
-        default=0,
-        help="the relearning attack at t = K, 2K, ... and T: fine-tune copies of the method's model and the oracle on "
-        "part of F_1..F_t, count the steps until the rest is back (default 0: never)",
-    )
-    parser.add_argument(
-        "--relearn_steps", "--relearn-steps", type=int, default=100, help="the relearning attack's steps (default 100)"
-    )
-    parser.add_argument(
-        "--relearn_fraction",
-        "--relearn-fraction",
-        type=float,
-        default=0.5,
-        help="the share of F_1..F_t the attacker holds, in (0, 1); the rest is measured (default 0.5)",
-    )
-    parser.add_argument(
-        "--relearn_margin",
-        "--relearn-margin",
-        type=float,
-        default=0.05,
-        help="relearned = within this share of the original's accuracy on the held-out part (default 0.05)",
-    )
-    parser.add_argument(
-        "--quantize_every",
-        "--quantize-every",
-        type=int,
-        default=0,
-        help="forget/retain/test accuracy with the weights quantized, at t = K, 2K, ... and T (default 0: never)",
-    )
-    parser.add_argument(
-        "--quantize_bits",
-        "--quantize-bits",
-        type=list[int],
-        default=[8, 4],
-        help="the bit widths quantized to, among 8 and 4 (default [8, 4])",
-    )
-    parser.add_argument(
-        "--mia_protocol",
-        "--mia-protocol",
-        type=str,
-        default="salun",
-        help="non-members the SVC attack is fit on: salun (test of retained classes, default) or loft (all test)",
-    )
-
-
-def _add_output_arguments(parser: ArgumentParser) -> None:
-    """Where results go, the hardware (passed to Lightning unchanged), logging, the pretraining recipe, tuned values."""
-    from unlearnbench.registry import LOGGERS
-
-    parser.add_argument("--out", type=Path, default=Path("runs"), help="folder of run directories")
-    parser.add_argument("--store", type=Path | None, default=None, help="model store (default OUT/store)")
-    parser.add_argument(
-        "--run_dir", "--run-dir", type=Path | None, default=None, help="exact run directory (default: named by config)"
-    )
-    parser.add_argument("--save_logits", "--save-logits", type=bool, default=False)
-    parser.add_argument("--accelerator", type=str, default="auto")
-    parser.add_argument("--devices", type=int | str, default=1)
-    parser.add_argument("--strategy", type=str, default="auto")
-    parser.add_argument("--num_nodes", "--num-nodes", type=int, default=1)
-    parser.add_argument(
-        "--precision",
-        type=int | str,  # Lightning's words and numbers alike: `16` in a YAML file is the number a suite takes too
-        default="32-true",
-        help="Lightning's precision: 32-true (default), 16-mixed, bf16-mixed, 64, 16, ...",
-    )
-    parser.add_argument("--quiet", type=bool, default=False)
-    parser.add_argument(
-        "--logger",
-        type=str,
-        default="csv",
-        help=f"one of: {', '.join(LOGGERS.catalog())} (csv, the default, writes into the run directory)",
-    )
-    parser.add_argument("--recipe", type=dict, default={}, help="overrides of the pretraining/oracle recipe")
-    parser.add_argument(
-        "--hparams",
-        type=Path | None,
-        default=None,
-        help="folder of `unlearnbench tune` files: the method starts from its tuned values (explicit ones win)",
-    )
 
 
 def _add_method_arguments(parser: ArgumentParser, method: str) -> None:
@@ -844,7 +711,7 @@ def _check_tune_early(argv: list[str]) -> None:
     if given.get("suite") is not None and given.get("method") is None:  # both: `tune_specs` says which to drop
         check_tune_file(Path(str(given["suite"])))
     values = {
-        name: _early_value(given[name], EARLY_OPTIONS.get(name, str)) for name in TUNE_EARLY_OPTIONS if name in given
+        name: _early_value(given[name], _early_options().get(name, str)) for name in TUNE_EARLY_OPTIONS if name in given
     }
     check_run_options({name: value for name, value in values.items() if value is not _UNREAD})
     choices = known_arguments.hardware_choices()  # (None: not the Lightning that listed them; the full check judges)

@@ -10,7 +10,6 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Literal
 
-from unlearnbench.data.cache import check_dataset_args
 from unlearnbench.early_checks import (
     CHOICES,
     QUANTIZATION_BITS,
@@ -25,28 +24,36 @@ from unlearnbench.early_checks import (
     is_int,
 )
 from unlearnbench.errors import ConfigError, DamagedFileError
-from unlearnbench.evaluation.keys import load_metric_plugins, user_gap_metrics
 from unlearnbench.hparams import marker
 from unlearnbench.io import check_writable_directory
-from unlearnbench.methods.base import FitMethod, check_method_arguments, method_arguments
 from unlearnbench.ranges import check_ranges, groups, parameters, paths, valid_ranges
 from unlearnbench.records import RunIdentity
 from unlearnbench.registry import ARCHS, DATASETS, GUARDS, LOGGERS, METHODS, STREAMS, UnknownNameError
-from unlearnbench.rundir import identity_hash
-from unlearnbench.training import check_arch_args
 
 __all__ = ["ConfigError", "DamagedFileError", "Hardware", "RunConfig", "check_numbers"]
+
+
+def option(default: object, help: str, registry: str | None = None):
+    """A field that is a command-line option: its default, its `--help` line and, for a name chosen from a registry,
+    that registry's name in `unlearnbench.registry` (the help then lists its entries). A mutable default is copied for each instance."""
+    metadata = {"help": help, "registry": registry}
+    if isinstance(default, list | dict):
+        return field(default_factory=lambda: type(default)(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
 
 
 @dataclass
 class Hardware:
     """Passed through to Lightning's Trainer unchanged."""
 
-    accelerator: str = "auto"
-    devices: int | str = 1
-    strategy: str = "auto"
-    num_nodes: int = 1
-    precision: str | int = "32-true"  # a number (`16`) as Lightning takes it, from a YAML file or a suite
+    accelerator: str = option("auto", "Lightning's accelerator: auto (default), cpu, gpu, ...")
+    devices: int | str = option(1, "devices per node: a count, -1 (all), auto, or ids such as 0,1")
+    strategy: str = option("auto", "Lightning's strategy: auto (default), ddp, ...")
+    num_nodes: int = option(1, "nodes (machines) of a multi-node run")
+    # a number (`16`) as Lightning takes it, from a YAML file or a suite
+    precision: int | str = option(
+        "32-true", "Lightning's precision: 32-true (default), 16-mixed, bf16-mixed, 64, 16, ..."
+    )
 
     @staticmethod
     def choices() -> dict[str, list[str]]:
@@ -107,71 +114,107 @@ class Hardware:
 
 @dataclass
 class RunConfig:
+    """One run: every option of `unlearnbench run`, each declared once here with its type, default and help.
+
+    `cli.run_parser` builds `run`'s options from these fields (an `option`'s help, a `--name` and a `--name-with-dashes`
+    spelling each), `tune_options.tune_parser` the run options a study shares, and a suite file's `common` and
+    settings take them by name (`grid.COMMON_KEYS`): a new run option is one field here.
+    """
+
     method: str
-    stream: str = "classwise"
-    dataset: str = "digits"
+    stream: str = option("classwise", "the request stream", registry="STREAMS")
+    dataset: str = option("digits", "the dataset", registry="DATASETS")
+    data_dir: Path | None = option(None, "folder of on-disk datasets (default $UNLEARNBENCH_DATA or ./data)")
+    download: bool = option(False, "fetch a missing dataset into --data-dir")
     #: dataset arguments (`--dataset.train_size N`): the factory's keywords plus train_size/test_size subsets
     dataset_args: dict = field(default_factory=dict)
-    #: where on-disk datasets live (default $UNLEARNBENCH_DATA or ./data); `download` fetches them there
-    data_dir: Path | None = None
-    download: bool = False
-    arch: str = "smallcnn"
+    arch: str = option("smallcnn", "the model", registry="ARCHS")
     #: arch arguments (`--arch.width 16`): the arch factory's keywords the dataset does not fix
     arch_args: dict = field(default_factory=dict)
-    requests: int = 5
-    size: float | None = None
-    #: the seed of everything: pretraining and oracles, the method's randomness, the stream, the attacks' subsampling
-    seed: int = 0
-    #: override one part of `seed` (SUPREME, arXiv 2510.26714: one seed for all hides the variance of each):
-    #: pretraining and oracles (and the model store's key), the method's randomness and batch order, the manifest
-    train_seed: int | None = None
-    unlearn_seed: int | None = None
-    stream_seed: int | None = None
-    oracle: Literal["retrain", "none"] = "retrain"
-    #: oracles only at t = K, 2K, ... and at T (`schedule`): a T = 100 stream need not retrain 100 models
-    oracle_every: int = 1
-    #: single-shot counterfactuals at t = K, 2K, ... and T; None: at the requests with an oracle (only T
-    #: without oracles); 0: none
-    single_shot_every: int | None = None
-    #: what a single-shot counterfactual's retain set is (`SINGLE_SHOT_BASELINES`): single_task (the paper's,
-    #: train minus F_t alone), cumulative (request t's continual retain set, train minus F_1..F_t), or both
-    single_shot_baseline: Literal["single_task", "cumulative", "both"] = "single_task"
-    #: K oracles per request, trained with train seeds train_seed, train_seed + 1, …, train_seed + K − 1
-    oracle_seeds: int = 1
-    #: the relearning attack (evaluation/relearn.py) at t = K, 2K, ... and T; 0: never
-    relearn_every: int = 0
-    #: its optimizer steps K (the curve's length − 1)
-    relearn_steps: int = 100
-    #: the share of F_1..F_t the attacker fine-tunes on; the rest is held out and measured
-    relearn_fraction: float = 0.5
-    #: relearned = back within this share of the original model's accuracy on the held-out part
-    relearn_margin: float = 0.05
-    #: forget/retain/test accuracy of the weights quantized (evaluation/quantization.py) at t = K, 2K, ... and T; 0: never
-    quantize_every: int = 0
-    #: the bit widths quantized to (`early_checks.QUANTIZATION_BITS`)
-    quantize_bits: list[int] = field(default_factory=lambda: list(QUANTIZATION_BITS))
-    #: non-members the SVC attack is fit on (evaluation/mia.py): salun (test of retained classes) or loft (all test)
-    mia_protocol: Literal["salun", "loft"] = "salun"
+    requests: int = option(5, "number of unlearning requests T")
+    size: float | None = option(
+        None,
+        "classes per request (classwise, default 1) or fraction of the train set per request (random, default 0.01)",
+    )
+    seed: int = option(
+        0,
+        "the seed of everything the parts below leave unset: pretraining and oracles, the method's randomness, the "
+        "stream, the attacks' subsampling",
+    )
+    # the seed parts (SUPREME, arXiv 2510.26714: one seed for all hides the variance of each)
+    train_seed: int | None = option(None, "pretraining and oracles, and the model store's key (default --seed)")
+    unlearn_seed: int | None = option(None, "the method's randomness and batch order (default --seed)")
+    stream_seed: int | None = option(None, "the stream's manifest (default --seed)")
+    oracle: Literal["retrain", "none"] = option("retrain", "retrain (default) or none: no gap")
+    oracle_every: int = option(
+        1,
+        "oracles (gap, oracle attack) at t = K, 2K, ... and T only (default 1: every request): a T = 100 stream need "
+        "not retrain 100 models",
+    )
+    single_shot_every: int | None = option(
+        None,
+        "serve F_t single-shot from the pretrained model at t = K, 2K, ... and T, for the forward-failure gain "
+        "(default: where an oracle is, only T without oracles; 0: never)",
+    )
+    single_shot_baseline: Literal["single_task", "cumulative", "both"] = option(
+        "single_task",
+        "the single-shot counterfactual's retain set: single_task (default: train minus F_t alone, the paper's "
+        "single-task baseline), cumulative (train minus F_1..F_t: forward_gain_cumulative) or both",
+    )
+    oracle_seeds: int = option(
+        1, "K oracles per request, train seeds train_seed..train_seed+K-1 (RMIA references; ε score)"
+    )
+    relearn_every: int = option(
+        0,
+        "the relearning attack (evaluation/relearn.py) at t = K, 2K, ... and T: fine-tune copies of the method's "
+        "model and the oracle on part of F_1..F_t, count the steps until the rest is back (default 0: never)",
+    )
+    relearn_steps: int = option(100, "the relearning attack's optimizer steps K, the curve's length − 1 (default 100)")
+    relearn_fraction: float = option(
+        0.5, "the share of F_1..F_t the attacker holds, in (0, 1); the rest is measured (default 0.5)"
+    )
+    relearn_margin: float = option(
+        0.05, "relearned = within this share of the original's accuracy on the held-out part (default 0.05)"
+    )
+    quantize_every: int = option(
+        0,
+        "forget/retain/test accuracy with the weights quantized (evaluation/quantization.py), at t = K, 2K, ... and "
+        "T (default 0: never)",
+    )
+    quantize_bits: list[int] = option(
+        list(QUANTIZATION_BITS), "the bit widths quantized to, among 8 and 4 (default [8, 4])"
+    )
+    mia_protocol: Literal["salun", "loft"] = option(
+        "salun",
+        "non-members the SVC attack (evaluation/mia.py) is fit on: salun (test of retained classes, default) or loft "
+        "(all test)",
+    )
     method_args: dict = field(default_factory=dict)
     #: plasticity guards (unlearnbench.guards), applied in this order; their arguments by guard name
     guards: list[str] = field(default_factory=list)
     guard_args: dict = field(default_factory=dict)
-    recipe: dict = field(default_factory=dict)
-    out: Path = Path("runs")
-    store: Path | None = None
-    run_dir: Path | None = None
-    save_logits: bool = False
+    recipe: dict = option({}, "overrides of the pretraining/oracle recipe")
+    out: Path = option(Path("runs"), "folder of run directories")
+    store: Path | None = option(None, "model store (default OUT/store)")
+    run_dir: Path | None = option(None, "exact run directory (default: named by config)")
+    save_logits: bool = option(False, "save every model's logits beside its scores")
     hardware: Hardware = field(default_factory=Hardware)
-    #: experiment logger (unlearnbench.loggers): csv (default), wandb (offline unless set up) or none
-    logger: str = "csv"
-    #: folder of tuned hyperparameter files (`unlearnbench tune`); `method_args` override the tuned values
-    hparams: Path | None = None
+    logger: str = option(
+        "csv", "experiment logger (csv, the default, writes into the run directory)", registry="LOGGERS"
+    )
+    hparams: Path | None = option(
+        None, "folder of `unlearnbench tune` files: the method starts from its tuned values (explicit ones win)"
+    )
     #: "test": the dataset as it is; "validation": tuning's view, the test split replaced by a held-out
     #: part of train (unlearnbench.data.validation). Validation runs never enter a leaderboard.
     split: Literal["test", "validation"] = "test"
 
     def validate(self) -> None:
         """Names, method arguments and output location; the stream itself is checked when built."""
+        from unlearnbench.data.cache import check_dataset_args
+        from unlearnbench.methods.base import check_method_arguments
+        from unlearnbench.training import check_arch_args
+
         for registry, name in (
             (METHODS, self.method),
             (STREAMS, self.stream),
@@ -248,6 +291,8 @@ class RunConfig:
     def method_kwargs(self) -> dict:
         """The method's keyword arguments: tuned values (with `hparams`), overridden by those given explicitly, a
         group's (`optim: {lr: ...}`) field by field."""
+        from unlearnbench.methods.base import method_arguments
+
         tuned = self.tuned()
         return method_arguments(METHODS.get(self.method), tuned["hparams"] if tuned else {}, self.method_args)
 
@@ -296,6 +341,10 @@ class RunConfig:
         from a default only when used (dataset and arch arguments, schedules, guards, tuning, split,
         seed parts) is left out of the file by `RunIdentity.to_json`, so other runs keep their names.
         """
+        from unlearnbench.data.cache import check_dataset_args
+        from unlearnbench.evaluation.keys import load_metric_plugins, user_gap_metrics
+        from unlearnbench.training import check_arch_args
+
         tuned = self.tuned()
         load_metric_plugins()
         built = {  # the fields that are not this config's field of the same name
@@ -326,6 +375,8 @@ class RunConfig:
 
     def run_path(self, identity: RunIdentity) -> Path:
         """`--run-dir` if given, else OUT/<method>-<stream>-...-<hash of the identity>."""
+        from unlearnbench.rundir import identity_hash
+
         if self.run_dir is not None:
             return self.run_dir
         tags = "".join(
@@ -338,6 +389,8 @@ class RunConfig:
         return self.out / name
 
     def _validate_guards(self) -> None:
+        from unlearnbench.methods.base import FitMethod
+
         for name in self.guards:
             check_folder_part("guard", name)
             if name not in GUARDS:

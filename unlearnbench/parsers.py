@@ -6,6 +6,10 @@ parsers and `cli.py` dispatches to them: a parser module they all import keeps t
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import MISSING, fields
+from typing import Literal, get_origin, get_type_hints
+
 from jsonargparse import ArgumentParser, DefaultHelpFormatter
 
 
@@ -30,3 +34,24 @@ def command_parser(command: str, description: str) -> ArgumentParser:
         exit_on_error=False,
         allow_abbrev=False,
     )
+
+
+def add_field_options(parser: ArgumentParser, cls: type, names: Iterable[str]) -> None:
+    """`--name` (and `--name-with-dashes`) for each of `names`, a field of dataclass `cls` declared with
+    `config.option`: its type, default and help are the field's, so an option is declared once, where the run
+    holds it. A choice among words (`Literal`) is parsed as a word, so that the run's own check names the choices
+    in one line; a flag may be given bare (`--download`)."""
+    from unlearnbench import registry
+
+    declared = {f.name: f for f in fields(cls)}
+    hints = get_type_hints(cls)
+    for name in names:
+        spec = declared[name]
+        kind = str if get_origin(hints[name]) is Literal else hints[name]
+        default = spec.default_factory() if spec.default is MISSING else spec.default
+        help_text = spec.metadata["help"]
+        if spec.metadata["registry"]:
+            help_text += f"; one of: {', '.join(getattr(registry, spec.metadata['registry']).catalog())}"
+        flag = {"nargs": "?", "const": True} if kind is bool else {}
+        spellings = dict.fromkeys([f"--{name}", f"--{name.replace('_', '-')}"])
+        parser.add_argument(*spellings, type=kind, default=default, help=help_text, **flag)

@@ -11,7 +11,7 @@ from pathlib import Path
 from jsonargparse import ArgumentParser
 
 from unlearnbench.errors import ConfigError, excerpt
-from unlearnbench.registry import METHODS, STREAMS
+from unlearnbench.registry import METHODS
 
 OBJECTIVES = ("mean_gap", "final_gap")
 SAMPLERS = ("tpe", "nsga2")
@@ -57,22 +57,20 @@ def check_study_settings(
 
 def tune_parser() -> ArgumentParser:
     """`unlearnbench tune`'s options: one study's settings (or a tune suite file), its budget and its storage."""
-    from unlearnbench.parsers import command_parser  # looked up at each call, as the docs' option test replaces it
+    from unlearnbench.config import Hardware, RunConfig
+    from unlearnbench.parsers import add_field_options, command_parser  # at each call: the docs' test replaces it
 
     parser = command_parser("tune", "Tune a method's hyperparameters on validation streams.")
     parser.add_argument("--suite", type=Path | None, default=None, help="tune suite YAML (every method, equal budget)")
     parser.add_argument("--method", type=str | None, default=None, help=f"one of: {', '.join(METHODS.catalog())}")
-    parser.add_argument("--stream", type=str, default="classwise", help=f"one of: {', '.join(STREAMS.catalog())}")
-    parser.add_argument("--dataset", type=str, default="digits")
-    parser.add_argument("--data_dir", "--data-dir", type=Path | None, default=None)
+    # the run every trial's runs share, spelt as `run` spells it
+    add_field_options(
+        parser, RunConfig, ("stream", "dataset", "data_dir", "arch", "requests", "size", "recipe", "store")
+    )
     parser.add_argument(
         "--dataset_args", type=dict, default={}, help='e.g. {"train_size": 1000} (as `run --dataset.*`)'
     )
-    parser.add_argument("--arch", type=str, default="smallcnn")
     parser.add_argument("--arch_args", type=dict, default={}, help='e.g. {"width": 32, "pools": 2} (as `run --arch.*`)')
-    parser.add_argument("--requests", type=int, default=5, help="requests T of each tuning stream")
-    parser.add_argument("--size", type=float | None, default=None)
-    parser.add_argument("--recipe", type=dict, default={}, help="overrides of the pretraining/oracle recipe")
     parser.add_argument("--trials", type=int, default=30, help="trials per method (the same for every method)")
     parser.add_argument(
         "--tune_seeds", "--tune-seeds", type=str, default="100,101", help="stream seeds tuned on (never 0, 1, 2)"
@@ -82,12 +80,9 @@ def tune_parser() -> ArgumentParser:
     parser.add_argument("--pruner", type=str, default="median", help="median (default) or none")
     parser.add_argument("--out", type=Path | None, default=None, help="tune directory (default tuned/)")
     parser.add_argument("--storage", type=str | None, default=None, help="RDB URL (default sqlite:///OUT/studies.db)")
-    parser.add_argument("--store", type=Path | None, default=None, help="model store (default OUT/store)")
     parser.add_argument("--heartbeat", type=int, default=60, help="seconds between a trial's heartbeats")
     parser.add_argument("--sampler_seed", "--sampler-seed", type=int | None, default=None)
-    parser.add_argument("--accelerator", type=str, default="auto")
-    parser.add_argument("--devices", type=int | str, default=1)
-    parser.add_argument("--precision", type=int | str, default="32-true")  # as `run`'s: `16` in YAML is a number
+    add_field_options(parser, Hardware, ("accelerator", "devices", "precision"))
     parser.add_argument(
         "--quiet", type=bool, nargs="?", const=True, default=False, help="only errors and warnings (stderr)"
     )
