@@ -22,7 +22,7 @@ from optuna.trial import TrialState
 
 from tests.conftest import FAST_RECIPE, run_tiny
 from unlearnbench.cli import main
-from unlearnbench.config import Hardware, RunConfig
+from unlearnbench.config import RunConfig
 from unlearnbench.data.base import ImageSplit
 from unlearnbench.data.cache import DatasetCache
 from unlearnbench.data.validation import VALIDATION_FRACTION, validation_indices, validation_view
@@ -245,7 +245,7 @@ class PoisonedTest(DatasetCache):
 
 def small_spec(out: Path, store: Path, **overrides) -> TuneSpec:
     values = {"requests": 2, "trials": 1, "tune_seeds": (100,), "recipe": dict(FAST_RECIPE), "out": out, "store": store}
-    return TuneSpec(method="finetune", hardware=Hardware(accelerator="cpu"), **(values | overrides))
+    return TuneSpec.from_options({"method": "finetune", "accelerator": "cpu", **values, **overrides})
 
 
 def evaluate_once(spec: TuneSpec, datasets: DatasetCache, params: dict) -> float:
@@ -401,7 +401,7 @@ def test_tuning_runs_never_enter_a_leaderboard_and_tuned_rows_sit_beside_default
 
 
 def test_a_trial_whose_worker_died_before_its_first_heartbeat_is_failed_not_waited_for(tmp_path):
-    study = open_study(TuneSpec(method="finetune", out=tmp_path, heartbeat=1))
+    study = open_study(TuneSpec(RunConfig(method="finetune"), out=tmp_path, heartbeat=1))
     orphan = study.ask()  # RUNNING, with no heartbeat and no worker: as a worker killed right after `ask` leaves it
     live = study.ask()
     live.set_user_attr("worker", "host:1")  # the objective's first write
@@ -473,8 +473,8 @@ def test_a_run_killed_while_initializing_its_directory_resumes_there(tmp_path):
 def test_the_cpu_tune_suite_covers_every_method_with_one_budget(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     specs = suite_specs(load_suite(ROOT / "benchmarks" / "tune_cpu.yaml"))
-    assert sorted(spec.method for spec in specs) == METHODS.names()  # `methods: all`: new methods join unasked
-    assert len({(spec.trials, spec.tune_seeds, spec.requests, spec.epoch_cap()) for spec in specs}) == 1
+    assert sorted(spec.run.method for spec in specs) == METHODS.names()  # `methods: all`: new methods join unasked
+    assert len({(spec.trials, spec.tune_seeds, spec.run.requests, spec.epoch_cap()) for spec in specs}) == 1
     assert specs[0].epoch_cap() == 6  # ceil(20% of digits' 30 epochs)
     for spec in specs:
         spec.validate()
@@ -489,16 +489,16 @@ def test_the_memorizing_tier_tune_suite_gives_every_method_20_trials_per_stream_
     specs = suite_specs(load_suite(ROOT / "benchmarks" / "tune_fashionmnist_mlp.yaml"))
     evaluation = load_suite(ROOT / "benchmarks" / "fashionmnist_mlp.yaml")
     for stream in ("classwise", "random"):
-        tuned = sorted(spec.method for spec in specs if spec.stream == stream)
+        tuned = sorted(spec.run.method for spec in specs if spec.run.stream == stream)
         served = [m for m in METHODS.names() if stream in (getattr(METHODS.get(m), "streams", None) or (stream,))]
         assert tuned == served
-    assert "unsir" not in {spec.method for spec in specs if spec.stream == "random"}
-    assert len({(spec.trials, spec.tune_seeds, spec.requests, spec.epoch_cap()) for spec in specs}) == 1
+    assert "unsir" not in {spec.run.method for spec in specs if spec.run.stream == "random"}
+    assert len({(spec.trials, spec.tune_seeds, spec.run.requests, spec.epoch_cap()) for spec in specs}) == 1
     assert specs[0].trials >= 20 and not set(specs[0].tune_seeds) & set(evaluation["seeds"])
     assert specs[0].epoch_cap() == 6  # ceil(20% of the tier recipe's 30 epochs)
     common = evaluation["common"]
     for spec in specs:
-        assert (spec.dataset, spec.dataset_args, spec.arch) == (
+        assert (spec.run.dataset, spec.run.dataset_args, spec.run.arch) == (
             common["dataset"],
             common["dataset_args"],
             common["arch"],
@@ -523,7 +523,7 @@ def test_dataset_and_arch_arguments_reach_every_trial_and_name_their_own_study(t
     (subset,) = suite_specs(suite, out=tmp_path)
     config = subset.run_config(100, {})
     assert (config.dataset_args, config.arch_args) == ({"train_size": 800}, {"width": 8})
-    whole = TuneSpec(method="ga", out=tmp_path)
+    whole = TuneSpec(RunConfig(method="ga"), out=tmp_path)
     assert whole.study_name() != subset.study_name()
     # a study of the whole dataset is named as before these arguments existed; the name changed once since, when the
     # space's names became paths (`optim.lr`): an Optuna study holds one name per parameter, so no study of `lr` resumes
@@ -540,7 +540,7 @@ def test_a_question_mark_in_out_keeps_the_study_database_inside_the_folder(tmp_p
 
     for name in ("a?b", "c#d", "e%3Ff"):
         out = tmp_path / name
-        open_study(TuneSpec(method="finetune", out=out, trials=2))
+        open_study(TuneSpec(RunConfig(method="finetune"), out=out, trials=2))
         assert (out / "studies.db").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a?b", "c#d", "e%3Ff"]
 
@@ -572,7 +572,7 @@ def test_two_workers_with_one_sampler_seed_draw_different_values_and_each_trial_
     from unlearnbench.tune import TuneSpec, open_study
 
     def first_values(out: Path) -> list[dict]:
-        spec = TuneSpec(method="finetune", out=out, trials=4, sampler_seed=7)
+        spec = TuneSpec(RunConfig(method="finetune"), out=out, trials=4, sampler_seed=7)
         workers = [open_study(spec) for _ in range(2)]  # two processes' studies, one storage
         return [sample(spec.space(), worker.ask()) for worker in workers]
 

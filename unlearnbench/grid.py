@@ -330,7 +330,7 @@ STUDY_KEYS = ("trials", "objective", "sampler", "pruner", "heartbeat")
 
 
 def study_options(suite: dict, out: Path | None = None, storage: str | None = None) -> list[dict]:
-    """Every study of a tune suite, in order (stream-major, then method): `TuneSpec`'s fields, hardware keys apart,
+    """Every study of a tune suite, in order (stream-major, then method): its options by name (`TuneSpec.from_options`),
     merged in the module's order; the schema checked, the values not yet. `methods: all` is every registered
     method (`tune.suite_specs` leaves out the stream kinds a method does not serve)."""
     from unlearnbench.registry import METHODS

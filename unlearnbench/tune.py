@@ -42,7 +42,8 @@ import socket
 import sys
 import time
 import warnings
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import yaml
@@ -55,6 +56,7 @@ from unlearnbench.data.validation import view_train_size
 from unlearnbench.early_checks import check_data_dir, check_names, check_recipe, check_stream_size
 from unlearnbench.evaluation.keys import GAP, gap_keys
 from unlearnbench.evaluation.scoring import avg_gap
+from unlearnbench.grid import HARDWARE_KEYS
 from unlearnbench.hparams import hparams_path
 from unlearnbench.interrupt import raise_if_interrupted
 from unlearnbench.io import write_text_atomic
@@ -81,49 +83,52 @@ class OverBudgetError(Exception):
 
 @dataclass
 class TuneSpec:
-    """One study: a method on one (dataset, arch, stream kind), and how it is tuned."""
+    """One study: the run its trials share, and how it is tuned.
 
-    method: str
-    stream: str = "classwise"
-    dataset: str = "digits"
-    arch: str = "smallcnn"
-    #: a dataset subset (`train_size`, `test_size`) and arch options (`width`, `pools`), as in `run`
-    dataset_args: dict = field(default_factory=dict)
-    arch_args: dict = field(default_factory=dict)
-    requests: int = 5
-    size: float | None = None
-    data_dir: Path | None = None
-    recipe: dict = field(default_factory=dict)
+    `run` is a partial run (`RunConfig`: method, stream, data, arch, stream length, recipe, model store, hardware),
+    each trial's runs that run with a tuning seed, the sampled values, the validation split and the study's folder
+    (`run_config`); the other fields are the study's own.
+    """
+
+    run: RunConfig
     trials: int = 30
     tune_seeds: tuple[int, ...] = DEFAULT_TUNE_SEEDS
     objective: str = "mean_gap"
     sampler: str = "tpe"
     pruner: str = "median"
+    #: the tune directory: tuned files, the default study database and model store, the trials' runs
     out: Path = Path("tuned")
     storage: str | None = None
-    store: Path | None = None
     heartbeat: int = 60
     sampler_seed: int | None = None
-    hardware: Hardware = field(default_factory=Hardware)
+
+    @classmethod
+    def from_options(cls, options: Mapping) -> TuneSpec:
+        """A study from options by name (a tune suite's, or the command line's): the study's own fields, and the run's
+        (`RunConfig` fields, hardware keys among them)."""
+        own = {spec.name for spec in fields(cls)} - {"run"}
+        hardware = Hardware(**{key: options[key] for key in HARDWARE_KEYS if key in options})
+        run = {key: value for key, value in options.items() if key not in own and key not in HARDWARE_KEYS}
+        return cls(run=RunConfig(hardware=hardware, **run), **{key: options[key] for key in own if key in options})
 
     def validate(self) -> None:
         """Everything that can be checked without loading data; ConfigError (one line) otherwise."""
-        if self.method not in METHODS:
-            raise ConfigError(f"unknown method {self.method!r}; choose one of: {', '.join(METHODS.names())}")
-        if not METHODS.get(self.method).search_space:
-            raise ConfigError(f"method {self.method!r} declares no search_space; it cannot be tuned")
+        if self.run.method not in METHODS:
+            raise ConfigError(f"unknown method {self.run.method!r}; choose one of: {', '.join(METHODS.names())}")
+        if not METHODS.get(self.run.method).search_space:
+            raise ConfigError(f"method {self.run.method!r} declares no search_space; it cannot be tuned")
         check_study_settings(self.objective, self.sampler, self.pruner, self.trials, self.heartbeat, self.tune_seeds)
         storage = self.storage_url
         if "://" not in storage:
             raise ConfigError(f"--storage must be a database URL (sqlite:///path, postgresql://...), got {storage!r}")
-        check_recipe(self.recipe)  # before anything reads the recipe's epochs
-        check_data_dir(self.data_dir, download=False)
+        check_recipe(self.run.recipe)  # before anything reads the recipe's epochs
+        check_data_dir(self.run.data_dir, download=False)
         for seed in self.tune_seeds:
             self.run_config(seed, {}).validate()  # names, output folders
-        known = getattr(DATASETS.get(self.dataset), "known_size", None)
+        known = getattr(DATASETS.get(self.run.dataset), "known_size", None)
         if known is not None:  # the stream fits the validation view's train part (a folder dataset: when loaded)
             check_stream_size(
-                STREAMS.get(self.stream), known, self.requests, self.size, view_train_size(known.num_train)
+                STREAMS.get(self.run.stream), known, self.run.requests, self.run.size, view_train_size(known.num_train)
             )
 
     @property
@@ -137,14 +142,14 @@ class TuneSpec:
         return URL.create("sqlite", database=str((self.out / DEFAULT_DATABASE).resolve())).render_as_string(False)
 
     def recipe_epochs(self) -> int:
-        return replace(Recipe.for_setting(self.dataset, self.arch), **self.recipe).epochs
+        return replace(Recipe.for_setting(self.run.dataset, self.run.arch), **self.run.recipe).epochs
 
     def epoch_cap(self) -> int:
         return max(1, math.ceil(EPOCH_FRACTION * self.recipe_epochs()))
 
     def space(self) -> dict[str, Distribution]:
         """The method's declared space, its `optim.epochs` range capped by the budget."""
-        space = dict(METHODS.get(self.method).search_space)
+        space = dict(METHODS.get(self.run.method).search_space)
         if isinstance(space.get("optim.epochs"), Int):
             space["optim.epochs"] = space["optim.epochs"].capped(self.epoch_cap())
         return space
@@ -152,9 +157,9 @@ class TuneSpec:
     def study_name(self) -> str:
         """Same command, same study (so it resumes); any setting the objective depends on changes the name."""
         settings = {
-            "requests": self.requests,
-            "size": self.size,
-            "recipe": self.recipe,
+            "requests": self.run.requests,
+            "size": self.run.size,
+            "recipe": self.run.recipe,
             "tune_seeds": list(self.tune_seeds),
             "objective": self.objective,
             "sampler": self.sampler,
@@ -162,31 +167,29 @@ class TuneSpec:
         }
         # only where given, so the studies of the whole dataset and default arch keep their names
         settings |= {
-            name: args for name, args in (("dataset_args", self.dataset_args), ("arch_args", self.arch_args)) if args
+            name: args
+            for name, args in (("dataset_args", self.run.dataset_args), ("arch_args", self.run.arch_args))
+            if args
         }
         digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:8]
-        return f"{self.dataset}-{self.arch}-{self.stream}-{self.method}-{digest}"
+        return f"{self.run.dataset}-{self.run.arch}-{self.run.stream}-{self.run.method}-{digest}"
 
     def run_config(self, seed: int, values: dict) -> RunConfig:
-        return RunConfig(
-            method=self.method,
-            stream=self.stream,
-            dataset=self.dataset,
-            dataset_args=dict(self.dataset_args),
-            data_dir=self.data_dir,
-            arch=self.arch,
-            arch_args=dict(self.arch_args),
-            requests=self.requests,
-            size=self.size,
+        """A trial's run on tuning stream `seed`: the study's run with the sampled `values` (paths such as `optim.lr`)
+        as the method's arguments, on the validation split, in the study's folder, with no counterfactual fits (the
+        objective reads the gap only)."""
+        return replace(
+            self.run,
             seed=seed,
-            method_args=nested(values),  # a sample's paths (`optim.lr`) as the method's arguments
-            recipe=dict(self.recipe),
+            method_args=nested(values),
+            dataset_args=dict(self.run.dataset_args),
+            arch_args=dict(self.run.arch_args),
+            recipe=dict(self.run.recipe),
             out=self.out / "trials" / self.study_name(),
-            store=self.store if self.store is not None else self.out / "store",
+            store=self.run.store if self.run.store is not None else self.out / "store",
             logger="none",
-            single_shot_every=0,  # the objective reads the gap only: no counterfactual fits in a trial
+            single_shot_every=0,
             split="validation",
-            hardware=self.hardware,
         )
 
 
@@ -224,7 +227,7 @@ class TrialReporter(Reporter):
         self.rows.append(row)
         if self.spec.sampler == "nsga2" or self.spec.pruner == "none":
             return  # Optuna prunes single-objective studies only
-        step = self.seed_index * self.spec.requests + row.t - 1
+        step = self.seed_index * self.spec.run.requests + row.t - 1
         self.trial.report(objective_values([*self.earlier, self.rows], "mean_gap", multi=False), step)
         if self.trial.should_prune():
             raise optuna.TrialPruned(f"request {row.t} of tuning seed {self.spec.tune_seeds[self.seed_index]}")
@@ -399,7 +402,7 @@ def tune(spec: TuneSpec, reporter: Reporter, datasets=None) -> Path:
             else:  # the last trials run elsewhere (or belong to a killed worker, failed once stale)
                 time.sleep(min(5, spec.heartbeat))
     path = write_result(spec, study)
-    reporter.message(f"{spec.method}: {path}")
+    reporter.message(f"{spec.run.method}: {path}")
     return path
 
 
@@ -412,7 +415,7 @@ class TuneProgress:
     def __enter__(self):
         self.reporter.progress.__enter__()
         if not self.reporter.progress.disable:
-            self.task = self.reporter.progress.add_task(f"tuning {self.spec.method}", total=self.spec.trials)
+            self.task = self.reporter.progress.add_task(f"tuning {self.spec.run.method}", total=self.spec.trials)
         return self
 
     def __exit__(self, *exc):
@@ -426,7 +429,7 @@ class TuneProgress:
         self.last = finished
         best = best_trial(study)
         text = "—" if best is None else ", ".join(f"{v:.2f}" for v in best.values)
-        description = f"tuning {self.spec.method} (best {self.spec.objective} {text})"
+        description = f"tuning {self.spec.run.method} (best {self.spec.objective} {text})"
         if self.task is not None:
             self.reporter.progress.update(self.task, completed=finished, description=description)
         elif not self.reporter.quiet:
@@ -498,22 +501,22 @@ def write_result(spec: TuneSpec, study) -> Path:
             "epoch_fraction": EPOCH_FRACTION,
         },
         "tune_seeds": list(spec.tune_seeds),
-        "requests": spec.requests,
-        "size": spec.size if spec.size is not None else STREAMS.get(spec.stream).default_size,
-        "recipe": dict(spec.recipe),
+        "requests": spec.run.requests,
+        "size": spec.run.size if spec.run.size is not None else STREAMS.get(spec.run.stream).default_size,
+        "recipe": dict(spec.run.recipe),
         "split": "validation",
         "search_space": {name: repr(d) for name, d in spec.space().items()},
         "version": {"unlearnbench": __version__, "optuna": optuna.__version__},
     }
     data = {
-        "dataset": spec.dataset,
-        "arch": spec.arch,
-        "stream": spec.stream,
-        "method": spec.method,
+        "dataset": spec.run.dataset,
+        "arch": spec.run.arch,
+        "stream": spec.run.stream,
+        "method": spec.run.method,
         "hparams": nested(best.params),
         "provenance": provenance,
     }
-    path = hparams_path(spec.out, spec.dataset, spec.arch, spec.stream, spec.method)
+    path = hparams_path(spec.out, spec.run.dataset, spec.run.arch, spec.run.stream, spec.run.method)
     write_text_atomic(path, yaml.safe_dump(data, sort_keys=False))
     return path
 
@@ -534,10 +537,7 @@ def suite_specs(suite: dict, out: Path | None = None, storage: str | None = None
         served = getattr(METHODS.get(options["method"]), "streams", None)
         if suite.get("methods") == "all" and served is not None and options.get("stream", "classwise") not in served:
             continue
-        hardware = Hardware(
-            **{key: options.pop(key) for key in ("accelerator", "devices", "precision") if key in options}
-        )
-        specs.append(TuneSpec(hardware=hardware, **options))
+        specs.append(TuneSpec.from_options(options))
     return specs
 
 
@@ -551,13 +551,13 @@ def tune_specs(args) -> list[TuneSpec]:
         return suite_specs(load_suite(args.suite), args.out, args.storage)
     if args.method is None:
         raise ConfigError(f"tune needs --method (one of: {', '.join(METHODS.names())}) or --suite FILE")
-    options = {f.name: getattr(args, f.name) for f in fields(TuneSpec) if f.name != "hardware"}  # one option each
-    mappings = {name: dict(options[name]) for name in ("dataset_args", "arch_args", "recipe")}
-    hardware = Hardware(args.accelerator, args.devices, precision=args.precision)
-    out = args.out or Path("tuned")
-    return [
-        TuneSpec(**options | mappings | {"tune_seeds": tune_seeds(args.tune_seeds), "out": out, "hardware": hardware})
-    ]
+    from unlearnbench.grid import TUNE_COMMON_KEYS
+
+    run = {name: getattr(args, name) for name in (*TUNE_COMMON_KEYS, "stream", "store")}  # as a tune suite's study
+    run |= {name: dict(run[name]) for name in ("dataset_args", "arch_args", "recipe")}
+    study = {spec.name: getattr(args, spec.name) for spec in fields(TuneSpec) if spec.name != "run"}
+    study |= {"tune_seeds": tune_seeds(args.tune_seeds), "out": args.out or Path("tuned")}
+    return [TuneSpec.from_options({"method": args.method, **run, **study})]
 
 
 def tune_command(argv: list[str]) -> int:
@@ -584,12 +584,12 @@ def tune_command(argv: list[str]) -> int:
         try:
             tune(spec, reporter, datasets)
         except (RuntimeError, OSError) as error:  # no trial completed; storage or disk errors
-            print(f"unlearnbench: error: {spec.method}: {error}", file=sys.stderr)
+            print(f"unlearnbench: error: {spec.run.method}: {error}", file=sys.stderr)
             return 1
         except sqlalchemy_errors().SQLAlchemyError as error:  # a read-only, locked or unreachable database
             reason = " ".join(str(getattr(error, "orig", None) or error).split())[:300]
             print(
-                f"unlearnbench: error: {spec.method}: study database {redacted(spec.storage_url)}: {reason}",
+                f"unlearnbench: error: {spec.run.method}: study database {redacted(spec.storage_url)}: {reason}",
                 file=sys.stderr,
             )
             return 1
