@@ -14,7 +14,7 @@ from tests.conftest import SimulatedCrashError, crash_before_request, tiny_confi
 from unlearnbench.cli import main, parse_run_args, run_config
 from unlearnbench.config import ConfigError, RunConfig
 from unlearnbench.io import load_yaml
-from unlearnbench.methods.base import GradientMethod, SGDSettings, UnlearningMethod, method_arguments
+from unlearnbench.methods.base import AdamOptimizer, GradientMethod, SGDSettings, UnlearningMethod, method_arguments
 from unlearnbench.plan import check_suite, resolve_run
 from unlearnbench.registry import METHODS
 from unlearnbench.rundir import RunDirectory, identity_hash
@@ -106,6 +106,28 @@ def test_an_out_of_range_setting_is_refused_in_the_group(tmp_path, monkeypatch, 
 def test_an_unknown_setting_in_the_group_is_refused(tmp_path):
     with pytest.raises(ConfigError, match=r"optim of method 'salun' has no setting\(s\) lrr; its settings are: lr"):
         RunConfig(method="salun", method_args={"optim": {"lrr": 0.1}}, out=tmp_path).validate()
+
+
+ADAM_METHODS = [name for name in METHODS.names() if issubclass(METHODS.get(name), AdamOptimizer)]
+
+
+def test_every_adam_method_is_found():
+    assert {"bad_teacher", "scar", "unsir"} <= set(ADAM_METHODS)
+
+
+@pytest.mark.parametrize("method", ADAM_METHODS)
+def test_a_setting_adam_does_not_read_is_refused_unless_at_its_default(method, tmp_path, monkeypatch, capsys):
+    """`momentum` would name the run after a value Adam never reads; at its default (a replayed record spells every
+    setting out) it is accepted."""
+    _no_data(monkeypatch)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", "--method", method, f"--{method}.optim.momentum", "0.5", "--out", str(tmp_path / "o")])
+    assert exit_info.value.code == 2 and not (tmp_path / "o").exists()
+    assert capsys.readouterr().err == (
+        f"unlearnbench: error: method {method!r} trains with Adam, which does not read optim.momentum; leave it out\n"
+    )
+    default = asdict(inspect.signature(METHODS.get(method)).parameters["optim"].default)["momentum"]
+    RunConfig(method=method, method_args={"optim": {"momentum": default}}, out=tmp_path).validate()
 
 
 def _built(config: RunConfig):

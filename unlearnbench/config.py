@@ -212,7 +212,7 @@ class RunConfig:
     def validate(self) -> None:
         """Names, method arguments and output location; the stream itself is checked when built."""
         from unlearnbench.data.cache import check_dataset_args
-        from unlearnbench.methods.base import check_method_arguments
+        from unlearnbench.methods.base import check_method_arguments, refuse_unread_settings
         from unlearnbench.training import check_arch_args
 
         for registry, name in (
@@ -251,6 +251,7 @@ class RunConfig:
         self._validate_guards()
         self.tuned()  # a missing or malformed tuned file fails here, before anything is loaded
         self._validate_numbers()
+        refuse_unread_settings(self.method, METHODS.get(self.method), self.method_args)
         self.hardware.validate()
         for path in (self.out, self.store, self.run_dir):
             if path is not None:

@@ -52,7 +52,7 @@ class SGDSettings:
         lr: learning rate of the method's optimizer (SGD unless the method says otherwise).
         epochs: passes over the request's batches.
         batch_size: samples per batch of the request's loaders.
-        momentum: SGD momentum (unused by methods that use Adam).
+        momentum: SGD momentum (a method that trains with Adam refuses it at any value but its default).
         weight_decay: weight decay (L2 penalty on the trained parameters).
     """
 
@@ -361,6 +361,21 @@ def check_method_arguments(method: str, cls: type, arguments: Mapping[str, objec
         )
 
 
+def refuse_unread_settings(method: str, cls: type, arguments: Mapping[str, object]) -> None:
+    """An optimizer setting the method's optimizer does not read (`unread_settings`: Adam's `momentum`), given at
+    another value than its default, is refused: the run would otherwise be named after a value it never used. At
+    its default it is accepted, as a replayed run's record spells every setting out. Judged after the settings'
+    ranges (`RunConfig.validate`), so that a value out of range gets the message the early check gives it."""
+    given = arguments.get("optim")
+    given = asdict(given) if is_dataclass(given) else given or {}
+    default = groups(cls).get("optim")
+    for name in getattr(cls, "unread_settings", ()):
+        if name in given and given[name] != getattr(default, name):
+            raise ConfigError(
+                f"method {method!r} trains with {cls.optimizer_name}, which does not read optim.{name}; leave it out"
+            )
+
+
 class WeightEdit(UnlearningMethod):
     """A method that edits the weights once per request from statistics of the data, with no optimizer.
 
@@ -398,7 +413,11 @@ class ClipsGradientNorm:
 
 
 class AdamOptimizer:
-    """Mixin for a `GradientMethod` whose reference trains with Adam over every parameter (`momentum` is unused)."""
+    """Mixin for a `GradientMethod` whose reference trains with Adam over every parameter: `momentum` is not read, and
+    is refused when given (`refuse_unread_settings`)."""
+
+    optimizer_name: ClassVar[str] = "Adam"
+    unread_settings: ClassVar[tuple[str, ...]] = ("momentum",)
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.Adam(self.model.parameters(), lr=self.optim.lr, weight_decay=self.optim.weight_decay)
