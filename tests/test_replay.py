@@ -61,6 +61,19 @@ def test_a_run_option_is_declared_once_by_its_run_config_field():
     assert _early_options()["size"] is float and "logger" not in _early_options()
 
 
+def test_a_run_config_is_frozen_once_built():
+    """What `plan_run` checked is what runs: a field changed after the checks would name the run after other values."""
+    from dataclasses import FrozenInstanceError
+
+    from unlearnbench.config import RunConfig
+
+    config = RunConfig(method="finetune")
+    with pytest.raises(FrozenInstanceError):
+        config.seed = 1
+    with pytest.raises(FrozenInstanceError):
+        config.hardware.precision = "16-mixed"
+
+
 @pytest.mark.parametrize("method", METHODS.names())
 def test_every_methods_record_replays_as_the_same_run(method, tmp_path):
     stream = (getattr(METHODS.get(method), "streams", None) or ["classwise"])[0]

@@ -42,7 +42,7 @@ def option(default: object, help: str, registry: str | None = None):
     return field(default=default, metadata=metadata)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Hardware:
     """Passed through to Lightning's Trainer unchanged."""
 
@@ -112,9 +112,10 @@ class Hardware:
                 raise ConfigError(f"devices {self.devices} asks for more GPUs than the {visible} visible here")
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunConfig:
-    """One run: every option of `unlearnbench run`, each declared once here with its type, default and help.
+    """One run, frozen once built: every option of `unlearnbench run`, each declared once here with its type, default
+    and help.
 
     `cli.run_parser` builds `run`'s options from these fields (an `option`'s help, a `--name` and a `--name-with-dashes`
     spelling each), `tune_options.tune_parser` the run options a study shares, and a suite file's `common` and
