@@ -181,6 +181,11 @@ class GradientMethod(FitMethod):
         optim: the optimizer settings (learning rate, epochs, batch size, momentum, weight decay).
     """
 
+    #: the optimizer `configure_optimizers` builds, and the settings of `optim` it does not read: given at another
+    #: value than their default, they are refused (`refuse_unread_settings`)
+    optimizer_name: ClassVar[str] = "SGD"
+    unread_settings: ClassVar[tuple[str, ...]] = ()
+
     def __init__(self, optim: SGDSettings = SGDSettings()):
         super().__init__()
         self.optim = optim
