@@ -35,7 +35,8 @@ __all__ = ["ConfigError", "DamagedFileError", "Hardware", "RunConfig", "check_nu
 
 def option(default: object, help: str, registry: str | None = None):
     """A field that is a command-line option: its default, its `--help` line and, for a name chosen from a registry,
-    that registry's name in `unlearnbench.registry` (the help then lists its entries). A mutable default is copied for each instance."""
+    that registry's name in `unlearnbench.registry` (the help then lists its entries). A mutable default is copied
+    for each instance."""
     metadata = {"help": help, "registry": registry}
     if isinstance(default, list | dict):
         return field(default_factory=lambda: type(default)(default), metadata=metadata)
