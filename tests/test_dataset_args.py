@@ -8,6 +8,7 @@ dataset's fingerprint, so two subsets or two image folders under one dataset nam
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 import torch
@@ -90,7 +91,7 @@ def test_command_line_config_file_and_suite_cell_resolve_alike(tmp_path):
         "methods": ["rl"],
     }
     (cell,) = check_suite(suite)
-    cli.recipe = from_file.recipe = RECIPE
+    cli, from_file = replace(cli, recipe=RECIPE), replace(from_file, recipe=RECIPE)
     assert resolve_run(cli) == resolve_run(from_file) == (cell.identity, cell.run_dir)
     assert cell.identity.dataset_args == {"train_size": 300} and cell.identity.arch_args == {"width": 8}
     plain = run_config(parse_run_args(["--method", "rl", "--out", out, "--recipe", json.dumps(RECIPE)]))
