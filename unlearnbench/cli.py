@@ -11,6 +11,7 @@ it) is 2, a SIGINT/SIGTERM (`Interrupted`) 128 + the signal, a failed write 1, d
 
 from __future__ import annotations
 
+import functools
 import json
 import signal
 import sys
@@ -103,6 +104,7 @@ def _given(argv: list[str]) -> dict[str, object]:
     return given
 
 
+@functools.cache
 def _early_options() -> dict[str, type]:
     """The run's own options checked before anything heavy is imported (each `RunConfig` option that holds a number,
     a flag or a list), and how a command-line text becomes their value: the field's type, `None` aside."""

@@ -6,6 +6,7 @@ parsers and `cli.py` dispatches to them: a parser module they all import keeps t
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import MISSING, fields
 from typing import Literal, get_origin, get_type_hints
@@ -36,6 +37,12 @@ def command_parser(command: str, description: str) -> ArgumentParser:
     )
 
 
+@functools.cache
+def _hints(cls: type) -> dict[str, object]:
+    """`cls`'s field types, evaluated once: `run`'s parser asks for them field by field."""
+    return get_type_hints(cls)
+
+
 def add_field_options(parser: ArgumentParser, cls: type, names: Iterable[str]) -> None:
     """`--name` (and `--name-with-dashes`) for each of `names`, a field of dataclass `cls` declared with
     `config.option`: its type, default and help are the field's, so an option is declared once, where the run
@@ -44,7 +51,7 @@ def add_field_options(parser: ArgumentParser, cls: type, names: Iterable[str]) -
     from unlearnbench import registry
 
     declared = {f.name: f for f in fields(cls)}
-    hints = get_type_hints(cls)
+    hints = _hints(cls)
     for name in names:
         spec = declared[name]
         kind = str if get_origin(hints[name]) is Literal else hints[name]
