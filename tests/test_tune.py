@@ -338,6 +338,19 @@ def test_a_tuned_file_written_flat_loads_to_the_arguments_of_its_nested_twin(tmp
     assert load_tuned(loft, "digits", "smallcnn", "classwise", "loft")["hparams"] == {"lr": 0.5, "steps": 3}
 
 
+def test_planning_a_run_reads_its_tuned_file_once(tmp_path, monkeypatch):
+    """Validation, ranges, identity and the method's arguments all ask for the tuned values; the frozen config
+    reads the file once, so every part of the plan uses the same values."""
+    import unlearnbench.hparams
+    from unlearnbench.plan import plan_run
+
+    folder = write_tuned(tmp_path / "tuned", {"optim": {"lr": 0.037}, "ratio": 0.4}, "salun")
+    reads = []
+    monkeypatch.setattr(unlearnbench.hparams, "load_tuned", lambda *args: reads.append(args) or load_tuned(*args))
+    plan = plan_run(RunConfig(method="salun", hparams=folder, out=tmp_path / "out"), require_recipe=False)
+    assert len(reads) == 1 and plan.method.hparams["ratio"] == 0.4
+
+
 @pytest.mark.parametrize("path", sorted(TUNED.glob("*/*.yaml")), ids=lambda path: path.name)
 def test_each_published_tuned_file_is_nested_and_loads_to_what_its_flat_spelling_gave(path):
     """The repository's tuned files are written nested (`benchmarks/rekey_tuned.py` moved them once), and each gives

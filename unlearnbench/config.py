@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import typing
@@ -251,8 +252,7 @@ class RunConfig:
             )
         check_method_arguments(self.method, METHODS.get(self.method), self.method_args)
         self._validate_guards()
-        self.tuned()  # a missing or malformed tuned file fails here, before anything is loaded
-        self._validate_numbers()
+        self._validate_numbers()  # reads the tuned file: a missing or malformed one fails here, before any data
         refuse_unread_settings(self.method, METHODS.get(self.method), self.method_args)
         self.hardware.validate()
         for path in (self.out, self.store, self.run_dir):
@@ -285,8 +285,11 @@ class RunConfig:
                 STREAMS.get(self.stream), known, self.requests, self.size, self.dataset_args.get("train_size")
             )
 
+    @functools.cached_property
     def tuned(self) -> dict | None:
-        """The tuned hyperparameter file of this (dataset, arch, stream, method) under `hparams`, if given."""
+        """The tuned hyperparameter file of this (dataset, arch, stream, method) under `hparams`, if given: read once
+        per config (validation, ranges, identity and arguments all ask for it; the config is frozen, so the file
+        read first is the one every part of the plan uses)."""
         from unlearnbench.hparams import load_tuned
 
         return load_tuned(self.hparams, self.dataset, self.arch, self.stream, self.method) if self.hparams else None
@@ -296,7 +299,7 @@ class RunConfig:
         group's (`optim: {lr: ...}`) field by field."""
         from unlearnbench.methods.base import method_arguments
 
-        tuned = self.tuned()
+        tuned = self.tuned
         return method_arguments(METHODS.get(self.method), tuned["hparams"] if tuned else {}, self.method_args)
 
     def oracle_at(self, t: int) -> bool:
@@ -348,7 +351,7 @@ class RunConfig:
         from unlearnbench.evaluation.keys import load_metric_plugins, user_gap_metrics
         from unlearnbench.training import check_arch_args
 
-        tuned = self.tuned()
+        tuned = self.tuned
         load_metric_plugins()
         built = {  # the fields that are not this config's field of the same name
             "method_args": method_hparams,
