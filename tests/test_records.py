@@ -84,6 +84,18 @@ def test_a_summary_that_is_not_one_reads_as_absent(tmp_path):
     assert RunDirectory(run).summary() is None
 
 
+def test_only_a_built_in_methods_flat_sgd_settings_are_read_as_its_optim_group():
+    """Records of the built-ins written before the SGD settings were a group spell them flat and are read nested; a
+    plugin that takes `lr` ... `weight_decay` as its own arguments keeps them flat, so its record replays and its
+    leaderboard label names them as its signature does."""
+    record = yaml.safe_load((OLD_RUNS[0] / "config.yaml").read_text())
+    flat = {"lr": 0.1, "epochs": 2, "batch_size": 64, "momentum": 0.9, "weight_decay": 0.0, "steps": 3}
+    built_in = RunIdentity.from_json({**record, "method_args": flat})
+    plugin = RunIdentity.from_json({**record, "method": "my_sgd_method", "method_args": flat})
+    assert built_in.method_args == {"optim": {k: v for k, v in flat.items() if k != "steps"}, "steps": 3}
+    assert plugin.method_args == flat and plugin.named_json()["method_args"] == flat
+
+
 @pytest.mark.parametrize("run", OLD_RUNS, ids=[run.name.split("-")[0] for run in OLD_RUNS])
 def test_a_real_runs_identity_round_trips_to_its_file_and_its_folders_hash(run):
     recorded = yaml.safe_load((run / "config.yaml").read_text())

@@ -294,7 +294,7 @@ class RunIdentity:
         by its fields, as identities were written before the SGD settings were a group (`lr` beside `ratio`), so
         that the folders of those runs keep their names: the same command resumes them."""
         data = self.to_json()
-        groups = _groups_of(self.method_args)
+        groups = _groups_of(self.method_args, self.method)
         data["method_args"] = {
             field: value
             for name, argument in self.method_args.items()
@@ -316,31 +316,71 @@ class RunIdentity:
             check, wanted = _IDENTITY_CHECKS[key]
             if not check(value):
                 raise MalformedRecordError(f"{key!r} is {value!r}, not {wanted}")
-        return cls(**{**data, "method_args": legacy_method_args(data["method_args"])})
+        return cls(**{**data, "method_args": legacy_method_args(data["method_args"], method=data["method"])})
 
 
 #: The SGD settings of a gradient method's `optim` group as files named them before they were a group (frozen).
 FLAT_SETTINGS = ("lr", "epochs", "batch_size", "momentum", "weight_decay")
 
 
-def _groups_of(arguments: dict) -> dict[str, list[str]]:
+#: The built-in methods when the SGD settings became a group (frozen): only their records can spell them flat. A
+#: plugin's own flat arguments of those names (a method taking `lr` ... `weight_decay` itself) stay where it put them.
+FLAT_ERA_METHODS = frozenset(
+    [
+        "bad_teacher",
+        "boundary_expand",
+        "boundary_shrink",
+        "cf_k",
+        "continual_loft",
+        "coun",
+        "coun_rl",
+        "delete",
+        "eu_k",
+        "finetune",
+        "fisher",
+        "ga",
+        "influence",
+        "jit",
+        "l1_sparse",
+        "l2ul",
+        "lfssd",
+        "loft",
+        "munba",
+        "neggrad_plus",
+        "rl",
+        "rum",
+        "salun",
+        "scar",
+        "scrub",
+        "sfron",
+        "ssd",
+        "unsir",
+    ]
+)
+
+
+def _groups_of(arguments: dict, method: str | None = None) -> dict[str, list[str]]:
     """The groups of a method's recorded `arguments`, no method imported (a leaderboard imports none): `optim` where
-    they hold it as a mapping of SGD settings, or hold every SGD setting flat (an identity records them all, its
-    defaults filled in)."""
+    they hold it as a mapping of SGD settings, or, for a method of `FLAT_ERA_METHODS` (None: any), hold every SGD
+    setting flat (an identity records them all, its defaults filled in)."""
+    if method is not None and method not in FLAT_ERA_METHODS and "optim" not in arguments:
+        return {}
     group = arguments.get("optim")
     nested = isinstance(group, dict) and set(group) <= set(FLAT_SETTINGS)
     return {"optim": list(FLAT_SETTINGS)} if nested or set(FLAT_SETTINGS) <= set(arguments) else {}
 
 
-def legacy_method_args(arguments: dict, settings: Mapping[str, Sequence[str]] | None = None) -> dict:
+def legacy_method_args(
+    arguments: dict, settings: Mapping[str, Sequence[str]] | None = None, method: str | None = None
+) -> dict:
     """A method's `arguments` with a group's fields written flat (`lr: 0.1` beside `ratio`, as tuned files, run
     identities and recorded defaults were before the SGD settings were a group) moved into the group (`optim: {lr:
     0.1}`); arguments written nested are returned as they are. `settings`: the fields of each of the method's groups
     (`methods.base.group_settings`, where the method is imported: a tuned file's subset of them); None: judged from the
-    arguments alone (`_groups_of`). The one reader of the flat spelling: tuned files (`hparams.load_tuned`) and run
+    arguments and the `method`'s name alone (`_groups_of`). The one reader of the flat spelling: tuned files (`hparams.load_tuned`) and run
     folders made then still load, resume and sit beside new ones."""
     moved = dict(arguments)
-    for group, names in (_groups_of(arguments) if settings is None else settings).items():
+    for group, names in (_groups_of(arguments, method) if settings is None else settings).items():
         if group in arguments:  # written nested already
             continue
         flat = {name: moved.pop(name) for name in names if name in arguments}

@@ -291,7 +291,7 @@ class RunRecord:
         defaults = self.method_code.get("defaults") if isinstance(self.method_code, dict) else None
         if not isinstance(defaults, dict):
             return None
-        return legacy_method_args(defaults)
+        return legacy_method_args(defaults, method=self.identity.method if self.identity else None)
 
     @property
     def config_hash(self) -> str:
