@@ -27,6 +27,7 @@ measured in the same script, interleaved, median of the repeats):
                                                                                      [reported]
 - P8   K = 16 oracles of the memorizing tier's `mlp` (its recipe, 2 epochs) in one batched fit
        (`training.train_together`) / the same 16 fitted one by one (`train_from_scratch`), default threads [<= 0.5]
+       P8b the least P8 can be on this machine: the lone fits' achieved FLOP rate / its matrix-product rate [reported]
 - P9   a suite's peak RSS growth per cell (16 cells of the memorizing tier against 4): a finished cell's runner
        is freed                                                                       [<= 2 MB]
 - P10  the gradient statistics of Fisher forgetting and IU on the tier's `mlp` (1,024 samples, one thread), with
@@ -438,10 +439,42 @@ def p8_together(root: Path, repeats: int) -> None:
             train_from_scratch(runner.dataset, "mlp", recipe, keep, seed, make_trainer)
         return time.perf_counter() - start
 
-    ratios = _alternating_ratios(together, lone, repeats)
+    lone_seconds = []
+
+    def timed_lone(repeat: int) -> float:
+        lone_seconds.append(lone(repeat))
+        return lone_seconds[-1]
+
+    ratios = _alternating_ratios(together, timed_lone, repeats)
     ratio = statistics.median(ratios)
     spread = f"repeats {min(ratios):.3f}..{max(ratios):.3f}, {torch.get_num_threads()} threads"
     report("P8", "16 mlp oracles: one batched fit / 16 lone fits", ratio, "<= 0.50", ratio <= 0.5, spread)
+    _p8_bound(runner, recipe, len(keep), len(seeds), statistics.median(lone_seconds))
+
+
+def _p8_bound(runner: Runner, recipe, samples: int, fits: int, lone_seconds: float) -> None:
+    """The least P8 can be: batching shares a step's overhead and fills idle cores, but the K fits' matrix products
+    remain, so a batched fit takes at least their FLOPs at the machine's matrix-product rate. A lone fit's FLOPs (the
+    linear layers': 2 a multiply-add forward, 4 backward) over its measured time, divided by that rate (square
+    float32 products of side 1,024, near the machine's peak, same threads), is the ratio a perfect batched fit would
+    reach."""
+    from unlearnbench.training import build_model
+
+    model = build_model("mlp", runner.dataset, None)
+    macs = sum(
+        layer.in_features * layer.out_features for layer in model.modules() if isinstance(layer, torch.nn.Linear)
+    )
+    flops = 6 * macs * samples * recipe.epochs * fits
+    size = 1024
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    torch.mm(a, b)  # warm-up
+    start = time.perf_counter()
+    for _ in range(20):
+        torch.mm(a, b)
+    rate = 20 * 2 * size**3 / (time.perf_counter() - start)
+    bound = flops / lone_seconds / rate
+    detail = f"lone fits {flops / lone_seconds / 1e9:.1f} GFLOP/s, matrix products {rate / 1e9:.1f} GFLOP/s"
+    report("P8b", "least P8 possible: lone fits' FLOP rate / the machine's", bound, "report", True, detail)
 
 
 def p10_sample_gradients(repeats: int) -> None:
