@@ -157,16 +157,23 @@ def test_recompute_from_run_directory_uses_every_out_oracle(tmp_path, data, mode
     assert len(rows[1]["lira_history"]) == 2 and rows[1]["lira_history"][0] > 0.9
 
 
-def test_null_band_equals_sklearn_aucs_of_the_same_permutations():
+@pytest.mark.parametrize("positives, negatives", [(40, 36), (20, 56)])
+def test_null_band_equals_sklearn_aucs_of_the_same_permutations(positives, negatives):
+    """Both sides of the pool drawn as the smaller (a retain pool's positives outnumber its test negatives; F_t's
+    are outnumbered by theirs): the band is the AUCs of the same permutations, exactly as the positives' own rank
+    sums give it."""
+    from scipy.stats import rankdata
     from sklearn.metrics import roc_auc_score
 
     from unlearnbench.evaluation.oracle_mia import auc_null_band
 
     rng = np.random.default_rng(3)
-    positive, negative = rng.normal(0.3, 1, 40), np.round(rng.normal(0, 1, 36), 1)  # ties included
+    positive, negative = rng.normal(0.3, 1, positives), np.round(rng.normal(0, 1, negatives), 1)  # ties included
     low, high = auc_null_band(positive, negative, permutations=200)
     scores = np.concatenate([positive, negative])
-    draws = np.argsort(np.random.default_rng(0).random((200, len(scores))), axis=1)[:, :40]
+    draws = np.argsort(np.random.default_rng(0).random((200, len(scores))), axis=1)[:, :positives]
+    rank_aucs = (rankdata(scores)[draws].sum(axis=1) - positives * (positives + 1) / 2) / (positives * negatives)
+    assert (low, high) == tuple(np.quantile(rank_aucs, [0.025, 0.975]))
     aucs = []
     for chosen in draws:
         labels = np.zeros(len(scores))
