@@ -1,7 +1,6 @@
 """Tuned against default: each method's tuned row beside its reference-default row, one stream's table.
 
-    python benchmarks/tuned_vs_default.py docs/leaderboard/leaderboard.csv docs/leaderboard/tuned/leaderboard.csv \
-        [--stream classwise]
+    python benchmarks/tuned_vs_default.py docs/leaderboard/leaderboard.csv [--stream classwise] [--ends 5]
 
 Reads leaderboard CSVs (`unlearnbench leaderboard`; nothing is trained or scored here): the rows `<method>` and
 `<method> (tuned, ...)` of the tables whose title names `--stream`, from one CSV or several (a default and a tuned
@@ -76,12 +75,18 @@ def cell(row: dict | None, key: str, first: bool) -> str:
     return text
 
 
-def table(rows: dict[str, dict]) -> list[str]:
+def table(rows: dict[str, dict], ends: int | None = None) -> list[str]:
+    """The table's lines; `ends`: only the `ends` methods closest to the oracle tuned and the `ends` furthest (a
+    diverged tuned row counts as furthest), as a headline shows them."""
     methods = sorted({label.removesuffix(TUNED) for label in rows if label.endswith(TUNED)})
 
     def order(method: str) -> tuple[float, str]:
         gap = value(rows[method + TUNED], "mean_gap_acc")
         return (math.inf if gap is None else gap, method)
+
+    methods = sorted(methods, key=order)
+    if ends is not None and len(methods) > 2 * ends:
+        methods = methods[:ends] + methods[-ends:]
 
     header = ["method", *(f"{title}, {side}" for _, title in COLUMNS for side in ("default", "tuned"))]
     lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
@@ -92,7 +97,7 @@ def table(rows: dict[str, dict]) -> list[str]:
                 + " | ".join(cell(rows[label], key, k == 0) for k, (key, _) in enumerate(COLUMNS) for _ in (0, 1))
                 + " |"
             )
-    for method in sorted(methods, key=order):
+    for method in methods:
         cells = [
             cell(rows.get(side), key, k == 0) for k, (key, _) in enumerate(COLUMNS) for side in (method, method + TUNED)
         ]
@@ -127,11 +132,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("csvs", nargs="+", type=Path, help="leaderboard.csv files")
     parser.add_argument("--stream", default="classwise", help="stream kind of the tables read")
+    parser.add_argument("--ends", type=int, help="only the N methods closest to the oracle tuned and the N furthest")
     args = parser.parse_args()
     rows = read_rows(args.csvs, args.stream)
     if not any(label.endswith(TUNED) for label in rows):
         raise SystemExit(f"no tuned rows on the {args.stream} stream in {', '.join(map(str, args.csvs))}")
-    print("\n".join([*table(rows), "", *counts(rows)]))
+    print("\n".join([*table(rows, args.ends), "", *counts(rows)]))
 
 
 if __name__ == "__main__":

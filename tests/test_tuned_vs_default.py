@@ -77,3 +77,15 @@ def test_default_and_tuned_rows_of_one_stream_pair_up_across_csvs_sorted_by_the_
     forgets, closer, further = script.counts(rows)
     assert forgets.startswith("methods that forget") and forgets.endswith("2 of 4 at their defaults, 3 tuned")
     assert closer.endswith(": 1: ga") and further.endswith(": 2: rl, scrub")
+
+
+def test_ends_keep_the_closest_and_the_furthest_tuned_methods_a_diverged_one_last(script, tmp_path):
+    gaps = {"eu_k": 0.1, "rl": 0.6, "salun": 0.7, "finetune": 5.5, "ssd": 28.7, "ga": None}
+    rows = [_row(CLASSWISE, "oracle (retrain)", 0.0, 0.0), _row(CLASSWISE, "original (pretrained)", 47.3, 99.5)]
+    rows += [_row(CLASSWISE, method, 40.0, 99.0) for method in gaps]
+    rows += [_row(CLASSWISE, f"{method} (tuned)", gap, 1.0, "diverged at t=2" if gap is None else "3 complete")
+             for method, gap in gaps.items()]  # fmt: skip
+    lines = script.table(script.read_rows([_write(tmp_path / "board.csv", rows)], "classwise"), ends=2)
+    labels = [line.split("|")[1].strip() for line in lines[2:]]
+    assert labels == ["*oracle (retrain)*", "*original (pretrained)*", "`eu_k`", "`rl`", "`ssd`", "`ga`"]
+    assert len(script.table(script.read_rows([tmp_path / "board.csv"], "classwise"), ends=3)) == 2 + 2 + 6
