@@ -325,38 +325,11 @@ FLAT_SETTINGS = ("lr", "epochs", "batch_size", "momentum", "weight_decay")
 
 #: The built-in methods when the SGD settings became a group (frozen): only their records can spell them flat. A
 #: plugin's own flat arguments of those names (a method taking `lr` ... `weight_decay` itself) stay where it put them.
-FLAT_ERA_METHODS = frozenset(
-    [
-        "bad_teacher",
-        "boundary_expand",
-        "boundary_shrink",
-        "cf_k",
-        "continual_loft",
-        "coun",
-        "coun_rl",
-        "delete",
-        "eu_k",
-        "finetune",
-        "fisher",
-        "ga",
-        "influence",
-        "jit",
-        "l1_sparse",
-        "l2ul",
-        "lfssd",
-        "loft",
-        "munba",
-        "neggrad_plus",
-        "rl",
-        "rum",
-        "salun",
-        "scar",
-        "scrub",
-        "sfron",
-        "ssd",
-        "unsir",
-    ]
-)
+FLAT_ERA_METHODS = frozenset((
+    "bad_teacher", "boundary_expand", "boundary_shrink", "cf_k", "continual_loft", "coun", "coun_rl", "delete", "eu_k",
+    "finetune", "fisher", "ga", "influence", "jit", "l1_sparse", "l2ul", "lfssd", "loft", "munba", "neggrad_plus", "rl",
+    "rum", "salun", "scar", "scrub", "sfron", "ssd", "unsir",
+))  # fmt: skip
 
 
 def _groups_of(arguments: dict, method: str | None = None) -> dict[str, list[str]]:
@@ -377,8 +350,8 @@ def legacy_method_args(
     identities and recorded defaults were before the SGD settings were a group) moved into the group (`optim: {lr:
     0.1}`); arguments written nested are returned as they are. `settings`: the fields of each of the method's groups
     (`methods.base.group_settings`, where the method is imported: a tuned file's subset of them); None: judged from the
-    arguments and the `method`'s name alone (`_groups_of`). The one reader of the flat spelling: tuned files (`hparams.load_tuned`) and run
-    folders made then still load, resume and sit beside new ones."""
+    arguments and the `method`'s name alone (`_groups_of`). The one reader of the flat spelling: tuned files
+    (`hparams.load_tuned`) and run folders made then still load, resume and sit beside new ones."""
     moved = dict(arguments)
     for group, names in (_groups_of(arguments, method) if settings is None else settings).items():
         if group in arguments:  # written nested already
