@@ -72,6 +72,25 @@ def test_config_file_and_command_line_set_method_arguments(tmp_path, capsys):
     assert "ratioo" in capsys.readouterr().err
 
 
+def test_a_config_file_is_read_once_by_a_command(tmp_path, capsys, monkeypatch):
+    """The early checks, the choice of method and guards and the retired spellings' check each look into a --config
+    file; the command reads it once for all of them (jsonargparse reads it again for the parse itself), and the next
+    command reads it anew."""
+    import unlearnbench.cli
+
+    reads = []
+    read = unlearnbench.cli._config_options
+    monkeypatch.setattr(unlearnbench.cli, "_config_options", lambda path: reads.append(path) or read(path))
+    config, target = tmp_path / "run.yaml", tmp_path / "file"
+    config.write_text("method: salun\nguards: [ewc]\nsalun:\n  ratio: 0.3\n")
+    target.write_text("x")
+    for _ in range(2):
+        with pytest.raises(SystemExit):  # refused after the parse: --out is a file
+            main(["run", "--config", str(config), "--out", str(target)])
+        assert "is not a directory" in capsys.readouterr().err
+    assert reads == [str(config)] * 2
+
+
 #: A --config file's section of an argument group that is no mapping, and what `run` says of it.
 NOT_A_MAPPING = [
     ("method: salun\nsalun: 3\n", "salun in --config must be a mapping of its arguments to values (its arguments: "),

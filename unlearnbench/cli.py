@@ -11,11 +11,13 @@ it) is 2, a SIGINT/SIGTERM (`Interrupted`) 128 + the signal, a failed write 1, d
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import signal
 import sys
 import warnings
+from contextvars import ContextVar
 from dataclasses import fields
 from pathlib import Path
 from types import UnionType
@@ -53,8 +55,38 @@ def _config_paths(argv: list[str]) -> list[str]:
     return paths
 
 
+#: The --config files read by the command under way ({path: options}; None outside one): each is read once per
+#: command, though the early checks, the replay of a record, the choice of method and guards and the retired
+#: spellings' check all look into it before jsonargparse reads it for the parse itself.
+_CONFIGS_READ: ContextVar[dict[str, dict] | None] = ContextVar("configs_read", default=None)
+
+
+@contextlib.contextmanager
+def _configs_read_once():
+    """Within it, `_read_config` reads each file once (nested: the outer command's reads are shared)."""
+    if _CONFIGS_READ.get() is not None:
+        yield
+        return
+    token = _CONFIGS_READ.set({})
+    try:
+        yield
+    finally:
+        _CONFIGS_READ.reset(token)
+
+
 def _read_config(path: str) -> dict:
-    """A --config file's run options (the mapping itself, or its `run:` section), or one line saying why not."""
+    """A --config file's run options (the mapping itself, or its `run:` section), or one line saying why not; read
+    once per command (`_configs_read_once`)."""
+    read = _CONFIGS_READ.get()
+    if read is not None and path in read:
+        return read[path]
+    options = _config_options(path)
+    if read is not None:
+        read[path] = options
+    return options
+
+
+def _config_options(path: str) -> dict:
     try:
         data = load_yaml(Path(path).read_text())
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
@@ -469,6 +501,11 @@ def _group(args, name: str) -> dict:
 def parse_run_args(argv: list[str]):
     """`run`'s command line (and --config files, a run's own `config.yaml` among them) parsed; raises UsageError for
     bad input."""
+    with _configs_read_once():
+        return _parse_run_args(argv)
+
+
+def _parse_run_args(argv: list[str]):
     from unlearnbench.registry import GUARDS
 
     argv = _replayed_records(argv)
@@ -772,7 +809,7 @@ def _command(argv: list[str]) -> int:
     if command not in COMMANDS:
         _fail(f"unknown command {command!r}; choose one of: {', '.join(COMMANDS)}")
     try:
-        with interruptible():
+        with interruptible(), _configs_read_once():
             return COMMANDS[command](rest)
     except ConfigError as error:
         _fail(str(error))
