@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -76,6 +77,30 @@ def test_check_lists_every_cell_and_writes_nothing(empty_cwd, no_datasets, capsy
     assert "2 pretrained models and 12 oracles" in lines[-1]
     assert "serves 100 unlearning requests: 60 continual and 40 single-shot" in lines[-1]
     assert list(empty_cwd.iterdir()) == []
+
+
+def test_check_reports_where_each_cell_stands_once_runs_exist(empty_cwd, no_datasets, capsys):
+    """A long grid's progress is read with the command that planned it: each cell's status from its run directory's
+    files (a finished summary, a divergence, a suite's recorded error, a stopped or a just-started run) and a count."""
+    from unlearnbench.records import RunSummary
+    from unlearnbench.rundir import RunDirectory
+
+    path = ROOT / "benchmarks" / "suite_cpu.yaml"
+    cells = check_suite(load_suite(path))
+    requests = cells[0].config.requests
+    runs = [RunDirectory(cell.run_dir) for cell in cells[:5]]
+    for run, cell in zip(runs, cells, strict=False):
+        run.initialize(cell.identity, {}, np.zeros(1), np.zeros(1))
+    runs[0].write_summary(RunSummary(requests, {}, "complete"))
+    runs[1].write_summary(RunSummary(0, {}, "diverged", diverged_at=1))
+    runs[2].write_error("boom", "Traceback ...")
+    runs[4].write_summary(RunSummary(1, {}, "complete"))
+    assert main(["suite", str(path), "--check"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].split()[-1] == "status"
+    statuses = [line.split(cell.run_dir.name)[1].strip() for line, cell in zip(lines[2:22], cells, strict=True)]
+    assert statuses[:6] == ["done", "diverged at t=1", "failed", "started", f"1/{requests}", ""]
+    assert lines[-2] == "1 of 20 cells done, 2 diverged or failed, 2 started and not finished, 15 not started"
 
 
 def test_check_of_a_shard_lists_its_cells(empty_cwd, no_datasets, capsys):

@@ -248,15 +248,36 @@ def grid_summary(cells: list[Cell]) -> str:
     return f"{grid} = {_plural(len(cells), 'cell')}"
 
 
+def cell_status(cell: Cell) -> str:
+    """Where a cell's run stands, from its run directory's files alone: "" (not started), "started" (no session has
+    ended yet), "t/T" (stopped after request t), "done", "diverged at t" or "failed" (the suite recorded an error)."""
+    run = RunDirectory(cell.run_dir)
+    if not run.path.is_dir():
+        return ""
+    if run.error() is not None:
+        return "failed"
+    summary = run.summary()
+    if summary is None:
+        return "started"
+    if summary.status == "diverged":
+        return f"diverged at t={summary.diverged_at}"
+    requests = cell.config.requests
+    return "done" if summary.requests_done >= requests else f"{summary.requests_done}/{requests}"
+
+
 def check_report(source: str, cells: list[Cell], shard: tuple[int, int] | None = None) -> list[str]:
-    """The resolved grid as text: a header, one line per cell (of `shard`, if given), the models to train."""
+    """The resolved grid as text: a header, one line per cell (of `shard`, if given), the models to train. Once some
+    of the cells have run directories, a `status` column (`cell_status`) and a count of them follow, so a long grid's
+    progress is read with the same command that planned it."""
     lines = [f"{source}: {grid_summary(cells)}; run directories in {cells[0].config.out}"]
     numbered = list(enumerate(cells, start=1))
     if shard is not None:
         numbered = select_shard(numbered, shard)
         lines.append(f"shard {shard[0]}/{shard[1]}: {_plural(len(numbered), 'cell')}")
-    rows = [("cell", "setting", "stream", "seed", "method", "run directory")]
-    for i, cell in numbered:
+    statuses = [cell_status(cell) for _, cell in numbered]
+    shown = any(statuses)
+    rows = [("cell", "setting", "stream", "seed", "method", "run directory", *(["status"] if shown else []))]
+    for (i, cell), status in zip(numbered, statuses, strict=True):
         config = cell.config
         args = ", ".join(f"{k}={v}" for k, v in config.method_args.items())
         method = "+".join([config.method, *config.guards])
@@ -268,10 +289,19 @@ def check_report(source: str, cells: list[Cell], shard: tuple[int, int] | None =
                 str(config.seed),
                 f"{method}({args})" if args else method,
                 cell.run_dir.name,
+                *([status] if shown else []),
             )
         )
     widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]))]
     lines += ["  ".join(text.ljust(width) for text, width in zip(row, widths, strict=True)).rstrip() for row in rows]
+    if shown:
+        done = statuses.count("done")
+        ended = sum(status.startswith(("diverged", "failed")) for status in statuses)
+        under_way = sum(bool(status) for status in statuses) - done - ended
+        lines.append(
+            f"{done} of {_plural(len(statuses), 'cell')} done, {ended} diverged or failed, {under_way} started and "
+            f"not finished, {statuses.count('')} not started"
+        )
     pretrained, oracles = models_to_train(cells)
     continual, single_shot = unlearning_fits(cells)
     lines.append(
