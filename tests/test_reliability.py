@@ -25,9 +25,11 @@ from unlearnbench import rundir as rundir_module
 from unlearnbench import runner as runner_module
 from unlearnbench.cli import main
 from unlearnbench.config import ConfigError
+from unlearnbench.divergence import DegenerateModelError
 from unlearnbench.evaluation.keys import TIMING_KEYS
 from unlearnbench.interrupt import Interrupted, interruptible
 from unlearnbench.methods.base import WeightEdit
+from unlearnbench.methods.finetune import FineTune
 from unlearnbench.registry import METHODS
 from unlearnbench.report.leaderboard import build_leaderboard, collect_runs
 from unlearnbench.rundir import RunDirectory, RunDirectoryBusyError, UntrustedCheckpointError
@@ -153,6 +155,32 @@ def test_finite_weights_with_overflowing_logits_diverge_the_request_not_the_proc
     classifier raised on them. Such a request diverged: recorded as such, the run stops there, no traceback."""
     _register_overflowing_head(monkeypatch, overflow_on_call=2)
     result = Runner.from_config(tiny_config(tmp_path, shared_store, "overflow_head", requests=3)).run()
+    assert result.diverged and result.summary.diverged_at == 2
+    rows = [json.loads(line) for line in (result.run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [row["status"] for row in rows] == ["ok", "diverged"]
+
+
+def test_a_method_that_finds_the_model_degenerate_diverges_the_request_not_the_process(
+    tmp_path, shared_store, monkeypatch
+):
+    """Found in the published grid: SCAR on the random stream collapsed the model until every feature was constant,
+    and its class covariances' pseudo-inverse raised at request 23 (a failed cell, a traceback). A method that cannot
+    serve a request on a degenerate model raises `DegenerateModelError`: the request is recorded as diverged."""
+    from unlearnbench.methods.mahalanobis import shrunk_precision
+
+    with pytest.raises(DegenerateModelError, match="the model has collapsed"):
+        shrunk_precision(torch.zeros(50, 8), gamma1=2.0, gamma2=2.0)  # every feature constant: 0/0 correlations
+    prepare = FineTune.prepare
+    served = []
+
+    def degenerate_at_second(self, request, data):
+        served.append(request.t)
+        if len(served) == 2:
+            raise DegenerateModelError("the features' covariance is not finite: the model has collapsed")
+        prepare(self, request, data)
+
+    monkeypatch.setattr(FineTune, "prepare", degenerate_at_second)
+    result = Runner.from_config(tiny_config(tmp_path, shared_store, "finetune", requests=3)).run()
     assert result.diverged and result.summary.diverged_at == 2
     rows = [json.loads(line) for line in (result.run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [row["status"] for row in rows] == ["ok", "diverged"]

@@ -14,6 +14,12 @@ from lightning.pytorch.callbacks import Callback
 from unlearnbench.step_loss import step_loss
 
 
+class DegenerateModelError(Exception):
+    """Raised by a method that cannot serve a request because the model has degenerated before it: statistics the
+    method needs are no longer finite (SCAR's class covariances when every feature of a collapsed model is
+    constant). The request is recorded as diverged, as a non-finite loss is, and the run stops there."""
+
+
 class DivergenceMonitor(Callback):
     """Stops the fit at the first non-finite training loss."""
 

@@ -33,7 +33,7 @@ from unlearnbench.console import Reporter
 from unlearnbench.data.base import DatasetError
 from unlearnbench.data.cache import DatasetCache
 from unlearnbench.data.validation import validation_view
-from unlearnbench.divergence import DivergenceMonitor
+from unlearnbench.divergence import DegenerateModelError, DivergenceMonitor
 from unlearnbench.evaluation.evaluator import EvalLogits, compute_logits
 from unlearnbench.evaluation.geometry import GeometryRecorder, recompute_geometry
 from unlearnbench.evaluation.keys import (
@@ -490,7 +490,11 @@ class Runner:
         view = self.stream.view()
         for guard in guards:
             guard.before_request(method, view)
-        method.prepare(request.public(), view)
+        try:
+            method.prepare(request.public(), view)
+            prepared = True
+        except DegenerateModelError:  # the model degenerated before this request: nothing to fit, it diverged
+            prepared = False
         prepare_s = time.perf_counter() - start
         self.stream.configure_batches(method.batch_mode, method.batch_size)
 
@@ -509,13 +513,14 @@ class Runner:
 
         _synchronize()
         start, start_cpu = time.perf_counter(), time.process_time()
-        method.unlearn(fit)
+        if prepared:
+            method.unlearn(fit)
         _synchronize()
         rte_s, rte_cpu_s = time.perf_counter() - start, time.process_time() - start_cpu
         for guard in guards:
             guard.after_request(method, view)
         layout, update = parameter_update(before, method)
-        diverged = monitor.diverged or not bool(np.isfinite(update).all())
+        diverged = not prepared or monitor.diverged or not bool(np.isfinite(update).all())
         update_norm = float(np.linalg.norm(update.astype(np.float64)))
         return {
             "rte_s": rte_s,

@@ -11,6 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from unlearnbench.divergence import DegenerateModelError
+
 
 def surrogate_images(shape: tuple[int, ...], n: int, device) -> Tensor:
     """Smooth Gaussian noise: N(0, 1) on a (H/4 x W/4, at least 2 x 2) grid, bilinearly upsampled to H x W."""
@@ -30,7 +32,10 @@ def shrunk_precision(samples: Tensor, gamma1: float, gamma2: float) -> Tensor:
         off = cov * (1 - eye)
         cov = cov + gamma1 * cov.diagonal().mean() * eye + gamma2 * off.sum() / max((off != 0).sum(), 1) * (1 - eye)
     std = cov.diagonal().sqrt()
-    return torch.linalg.pinv(cov / (std[:, None] * std[None, :]))
+    correlation = cov / (std[:, None] * std[None, :])
+    if not torch.isfinite(correlation).all():  # every feature constant (a collapsed model), or non-finite features
+        raise DegenerateModelError("the features' covariance is not finite: the model has collapsed")
+    return torch.linalg.pinv(correlation)
 
 
 def mahalanobis(z: Tensor, means: Tensor, precisions: Tensor, delta: float) -> Tensor:
