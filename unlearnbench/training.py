@@ -84,9 +84,10 @@ class SupervisedClassifier(LeanModule):
 #: products are no faster than the lone ones, only the per-step overhead is shared); on two threads 0.37x at
 #: 0.5M parameters (the memorizing tier's `mlp`) and 0.61x at 3.7M (`--arch.width 2048`), a lone fit's small
 #: matrix products leaving the second core idle. On a quiet machine the gain is smaller: 16 `mlp` oracles of 2
-#: epochs take 0.90x the lone fits' time on two threads (`benchmarks/perf.py` P8, repeats 0.88-0.96), against a
-#: floor of 0.43x for their forward and backward products alone, stacked (P8b): each model's products stay
-#: batch-by-width small however many are batched. Larger models were not measured and are trained one by one.
+#: epochs take 0.94x the lone fits' time on two threads (`benchmarks/perf.py` P8, repeats 0.92-0.94), against a
+#: floor of 0.81x for their forward and backward products, stacked, and the recipe's SGD step on the stacked
+#: weights (P8b; the products alone 0.59x): each model's products stay batch-by-width small however many are
+#: batched, so only the loop's cost a step is shared. Larger models were not measured and are trained one by one.
 BATCHED_FIT_MAX_PARAMETERS = 4_000_000
 BATCHED_FIT_MIN_THREADS = 2
 
