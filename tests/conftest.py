@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import os
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import torch
 
 from unlearnbench.config import RunConfig
 from unlearnbench.evaluation import reference_scores
+from unlearnbench.evaluation.keys import TIMING_KEYS
 from unlearnbench.methods.base import method_arguments
 from unlearnbench.ranges import groups
 from unlearnbench.registry import DATASETS, METHODS
@@ -55,6 +57,20 @@ def tiny_config(out: Path, store: Path, method: str, stream: str = "classwise", 
     values = {"requests": 2, "recipe": dict(FAST_RECIPE), "size": 1 if stream == "classwise" else 0.05}
     values.update(overrides)
     return RunConfig(method=method, stream=stream, out=out, store=store, method_args=method_args, **values)
+
+
+def measured_rows(run_dir: Path) -> list[dict]:
+    """A run's `metrics.jsonl` rows without what two sessions of the same run measure differently: each row's
+    `cost` and the timings (`TIMING_KEYS`) of every scored side."""
+    rows = [json.loads(line) for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines()]
+    return [
+        {
+            field: {k: v for k, v in value.items() if k not in TIMING_KEYS} if isinstance(value, dict) else value
+            for field, value in row.items()
+            if field != "cost"
+        }
+        for row in rows
+    ]
 
 
 def run_tiny(out: Path, store: Path, method: str, stream: str = "classwise", **overrides):

@@ -20,8 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FAST_RECIPE
-from unlearnbench.evaluation.keys import TIMING_KEYS
+from tests.conftest import FAST_RECIPE, measured_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -89,11 +88,7 @@ def unlearnbench(site: Path, *args: str, crash: tuple[str, ...] = ()) -> subproc
 
 def results(out: Path) -> list[dict]:
     (run_dir,) = [p for p in out.iterdir() if p.is_dir() and p.name != "store"]
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    for row in rows:
-        for key in TIMING_KEYS:
-            row["method"].pop(key)
-    return rows
+    return measured_rows(run_dir)
 
 
 @pytest.mark.slow

@@ -9,20 +9,11 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_limits
 
-from tests.conftest import SimulatedCrashError, tiny_config
+from tests.conftest import SimulatedCrashError, measured_rows, tiny_config
 from unlearnbench.config import ConfigError
-from unlearnbench.evaluation.keys import TIMING_KEYS
-from unlearnbench.records import RequestRecord
 from unlearnbench.registry import METHODS
 from unlearnbench.rundir import RunDirectory
 from unlearnbench.runner import Runner
-
-
-def _comparable(rows: list[RequestRecord]) -> list[RequestRecord]:
-    for row in rows:
-        for key in TIMING_KEYS:
-            row.method.pop(key, None)
-    return rows
 
 
 def test_oracles_exist_at_the_scheduled_requests_only_and_the_store_holds_exactly_those(tmp_path):
@@ -213,7 +204,7 @@ def test_a_killed_run_with_schedules_resumes_to_identical_rows(tmp_path, shared_
     resumed = partial.run()
     assert [row.t for row in resumed.rows if row.oracle] == [2, 4]
     assert [row.t for row in resumed.rows if row.single_shot] == [3, 4]
-    assert _comparable(RunDirectory(resumed.run_dir).rows()) == _comparable(RunDirectory(reference.run_dir).rows())
+    assert measured_rows(resumed.run_dir) == measured_rows(reference.run_dir)
     assert (resumed.run_dir / "history.csv").read_text() == (reference.run_dir / "history.csv").read_text()
     assert json.loads((resumed.run_dir / "summary.json").read_text()) | {"final": None} == json.loads(
         (reference.run_dir / "summary.json").read_text()

@@ -13,7 +13,14 @@ import pytest
 import yaml
 
 from unlearnbench.errors import DamagedFileError
-from unlearnbench.records import _IDENTITY_CHECKS, MalformedRecordError, RequestRecord, RunIdentity, RunSummary
+from unlearnbench.records import (
+    _IDENTITY_CHECKS,
+    MalformedRecordError,
+    MeasuredCost,
+    RequestRecord,
+    RunIdentity,
+    RunSummary,
+)
 from unlearnbench.rundir import DamagedIdentityError, RunDirectory, identity_hash, json_text
 
 #: Run folders written by the runner (finetune and ga, T = 3, with oracles and single-shot counterfactuals).
@@ -52,7 +59,24 @@ MALFORMED = [
     ("method not scores", lambda row: row.update(method=[1.0]), "'method' is list, not an object of scores"),
     ("oracle not scores", lambda row: row.update(oracle=0.5), "'oracle' is float, not an object of scores or null"),
     ("a score as text", lambda row: row["method"].update(gap="1.0"), "method['gap'] is '1.0', not a number"),
+    ("cost without cpu", lambda row: row.update(cost={"wall_s": 1.0}), "'cost' is {'wall_s': 1.0}, not an object"),
+    ("cost as text", lambda row: row.update(cost={"wall_s": 1.0, "cpu_s": "2"}), "'cost' is {'wall_s': 1.0, 'cpu_s'"),
 ]
+
+
+def test_a_rows_cost_round_trips_and_runs_add_up_their_measured_rows():
+    """A row written with its cost reads back to the same line; rows written before costs were have none and are
+    counted apart, so a sum over a grid says on how many requests it was measured."""
+    row = _row() | {"cost": {"wall_s": 5.5, "cpu_s": 9.0}}
+    record = RequestRecord.from_json(row)
+    assert record.cost == {"wall_s": 5.5, "cpu_s": 9.0} and json.dumps(record.to_json()) == json.dumps(row)
+    assert "cost" not in record.scored_models  # a cost is no model's scores
+    old = RequestRecord.from_json(_row())
+    assert old.cost is None and "cost" not in old.to_json()
+    total = MeasuredCost.of([record, record]) + MeasuredCost.of([old])
+    assert total == MeasuredCost(wall_s=11.0, cpu_s=18.0, measured=2, rows=3)
+    assert total.describe() == "0.01 CPU-hours (0.00 wall-hours) measured on 2 of 3 requests"
+    assert MeasuredCost.of([old]).describe() == "nothing measured (no row records its cost)"
 
 
 @pytest.mark.parametrize(("damage", "message"), [case[1:] for case in MALFORMED], ids=[case[0] for case in MALFORMED])

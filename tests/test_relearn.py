@@ -15,11 +15,10 @@ import torch
 import torch.nn.functional as F
 from rich.console import Console
 
-from tests.conftest import SimulatedCrashError, crash_before_request, tiny_config
+from tests.conftest import SimulatedCrashError, crash_before_request, measured_rows, tiny_config
 from tests.test_cli import _assert_refused_before_torch
 from unlearnbench.console import Reporter
 from unlearnbench.evaluation import reference_scores
-from unlearnbench.evaluation.keys import TIMING_KEYS
 from unlearnbench.evaluation.quantization import QUANTIZED_METRICS, quantized_key
 from unlearnbench.evaluation.relearn import (
     anamnesis_index,
@@ -152,11 +151,10 @@ def _rows(run_dir) -> list[dict]:
 
 
 def _without(rows: list[dict], keys: set[str]) -> list[dict]:
-    """The rows with `keys` and the timings left out of every side."""
-    dropped = keys | set(TIMING_KEYS)
+    """The rows (`measured_rows`'s) with `keys` left out of every side."""
     return [
         {
-            field: {k: v for k, v in value.items() if k not in dropped} if isinstance(value, dict) else value
+            field: {k: v for k, v in value.items() if k not in keys} if isinstance(value, dict) else value
             for field, value in row.items()
         }
         for row in rows
@@ -194,7 +192,7 @@ def test_a_run_with_the_attack_records_it_where_scheduled_recomputably_and_chang
         capped = {side: STEPS + 1 if count is None else count for side, count in steps.items()}
         expected = None if steps["oracle"] == 0 else capped["method"] / capped["oracle"]
         assert row["method"]["relearn_ratio"] == expected
-    assert _without(rows, ROBUSTNESS_KEYS) == _without(_rows(plain.run_dir), set())
+    assert _without(measured_rows(attacked.run_dir), ROBUSTNESS_KEYS) == measured_rows(plain.run_dir)
 
 
 def test_a_resumed_run_attacks_to_the_same_numbers(tmp_path, shared_store, monkeypatch):
@@ -208,7 +206,7 @@ def test_a_resumed_run_attacks_to_the_same_numbers(tmp_path, shared_store, monke
             Runner.from_config(interrupted).run()
     reference_scores.clear()  # the resumed session computes the oracle's attack afresh, as a new process does
     resumed = Runner.from_config(interrupted).run()
-    assert _without(_rows(resumed.run_dir), set()) == _without(_rows(reference.run_dir), set())
+    assert measured_rows(resumed.run_dir) == measured_rows(reference.run_dir)
     assert (
         _rows(resumed.run_dir)[1]["method"]["relearn_curve"] == _rows(reference.run_dir)[1]["method"]["relearn_curve"]
     )

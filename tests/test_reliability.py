@@ -19,7 +19,7 @@ import pytest
 import torch
 import yaml
 
-from tests.conftest import FAST_RECIPE, tiny_config
+from tests.conftest import FAST_RECIPE, measured_rows, tiny_config
 from tests.crash_at import cli_killed_at, exit_code, fork_cli, pause_at
 from unlearnbench import rundir as rundir_module
 from unlearnbench import runner as runner_module
@@ -41,10 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _results(run_dir: Path) -> tuple[list[dict], dict]:
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    for row in rows:
-        for key in TIMING_KEYS:
-            row["method"].pop(key)
+    rows = measured_rows(run_dir)
     summary = json.loads((run_dir / "summary.json").read_text())
     for key in TIMING_KEYS:
         summary["final"].pop(key)

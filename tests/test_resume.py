@@ -8,22 +8,12 @@ import json
 import pytest
 import torch.nn.functional as F
 
-from tests.conftest import SimulatedCrashError, crash_before_request, tiny_config
-from unlearnbench.evaluation.keys import TIMING_KEYS
+from tests.conftest import SimulatedCrashError, crash_before_request, measured_rows, tiny_config
 from unlearnbench.methods.base import GradientMethod
-from unlearnbench.records import RequestRecord
 from unlearnbench.registry import METHODS
 from unlearnbench.rundir import RunDirectory
 from unlearnbench.runner import Runner
 from unlearnbench.streams.batches import BatchMode
-
-
-def _comparable(run_dir) -> list[RequestRecord]:
-    rows = RunDirectory(run_dir).rows()
-    for row in rows:
-        for key in TIMING_KEYS:
-            row.method.pop(key, None)
-    return rows
 
 
 @pytest.mark.parametrize("where", ["before_request", "after_checkpoint_before_row"])
@@ -50,7 +40,7 @@ def test_resume_equals_uninterrupted(tmp_path, shared_store, monkeypatch, where)
     assert len(partial.run_dir.rows()) == 1
     resumed = partial.run()
     assert not resumed.already_complete
-    assert _comparable(resumed.run_dir) == _comparable(reference.run_dir)
+    assert measured_rows(resumed.run_dir) == measured_rows(reference.run_dir)
     assert (resumed.run_dir / "history.csv").read_text() == (reference.run_dir / "history.csv").read_text()
     assert [p.name for p in (resumed.run_dir / "state").glob("*.pt")] == ["t003.pt"]
 
@@ -105,4 +95,4 @@ def test_a_teacher_kept_as_a_submodule_stays_out_of_the_resume_state(
     saved = RunDirectory(config.run_path(Runner.from_config(config).identity)).load_state(2)
     assert saved and all(key.startswith("model.") for key in saved)
     resumed = Runner.from_config(config).run()
-    assert _comparable(resumed.run_dir) == _comparable(reference.run_dir)
+    assert measured_rows(resumed.run_dir) == measured_rows(reference.run_dir)

@@ -6,16 +6,20 @@ from __future__ import annotations
 
 import io
 import shutil
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from tests.conftest import tiny_config
 from tests.test_reliability import UB, _one_error_line, _only_run_dir, _snapshot
 from unlearnbench.cli import main
+from unlearnbench.records import MeasuredCost
 from unlearnbench.report.leaderboard import _md_escape, build_leaderboard, collect_runs
 from unlearnbench.rundir import REBUILT_FILES, RunDirectory
+from unlearnbench.runner import Runner
 
 #: The files the loggers write (`csv_logs/`, `logger.json`): their readers tolerate anything and no table reads them.
 LOGGER_FILES = ("csv_logs", "logger.json")
@@ -151,3 +155,22 @@ def test_one_damaged_file_is_one_damaged_run_and_the_rerun_repairs_or_refuses_it
         err = _one_error_line(capsys)
         assert "Traceback" not in err and (file in err or "updates" in err) and str(damaged) in err, err
         assert _snapshot(damaged) == damaged_files
+
+
+def test_each_row_records_what_its_request_cost_and_the_leaderboard_adds_them_up(tmp_path, shared_store):
+    """A row's cost runs from the previous row (or the session's start) to its own: the rows of a run add up to
+    the run's time as measured around it, every second of it bar the summary at the end, and the leaderboard's
+    provenance states their sum and each run's CPU seconds."""
+    runner = Runner.from_config(tiny_config(tmp_path / "out", shared_store, "finetune", requests=3))
+    wall, cpu = time.perf_counter(), time.process_time()
+    runner.run()
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    costs = [row.cost for row in RunDirectory(runner.run_dir.path).rows()]
+    assert len(costs) == 3 and all(cost["wall_s"] > 0 and cost["cpu_s"] > 0 for cost in costs)
+    assert 0.5 * wall < sum(cost["wall_s"] for cost in costs) <= wall
+    assert 0.5 * cpu < sum(cost["cpu_s"] for cost in costs) <= cpu
+    board = build_leaderboard(tmp_path / "out", tmp_path / "board")
+    measured = MeasuredCost.of(RunDirectory(runner.run_dir.path).rows())
+    markdown = board.files["md"].read_text()
+    assert f"Their finished requests cost {measured.describe()} (" in markdown
+    assert f"| {measured.cpu_s:.0f} |" in markdown.split("## Provenance")[1]

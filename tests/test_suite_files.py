@@ -81,8 +81,9 @@ def test_check_lists_every_cell_and_writes_nothing(empty_cwd, no_datasets, capsy
 
 def test_check_reports_where_each_cell_stands_once_runs_exist(empty_cwd, no_datasets, capsys):
     """A long grid's progress is read with the command that planned it: each cell's status from its run directory's
-    files (a finished summary, a divergence, a suite's recorded error, a stopped or a just-started run) and a count."""
-    from unlearnbench.records import RunSummary
+    files (a finished summary, a divergence, a suite's recorded error, a stopped or a just-started run), a count,
+    and what the finished requests cost, summed from their rows (one written before rows recorded it)."""
+    from unlearnbench.records import RequestRecord, RunSummary
     from unlearnbench.rundir import RunDirectory
 
     path = ROOT / "benchmarks" / "suite_cpu.yaml"
@@ -95,12 +96,19 @@ def test_check_reports_where_each_cell_stands_once_runs_exist(empty_cwd, no_data
     runs[1].write_summary(RunSummary(0, {}, "diverged", diverged_at=1))
     runs[2].write_error("boom", "Traceback ...")
     runs[4].write_summary(RunSummary(1, {}, "complete"))
+    costs = [{"wall_s": 3600.0, "cpu_s": 1800.0}, {"wall_s": 3600.0, "cpu_s": 3600.0}]
+    for t, cost in enumerate(costs, start=1):
+        runs[0].append_row(RequestRecord(t, "ok", [t], {"forget_acc": 1.0}, None, None, cost=cost))
+    runs[4].append_row(RequestRecord(1, "ok", [1], {"forget_acc": 1.0}, None, None))
     assert main(["suite", str(path), "--check"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].split()[-1] == "status"
     statuses = [line.split(cell.run_dir.name)[1].strip() for line, cell in zip(lines[2:22], cells, strict=True)]
     assert statuses[:6] == ["done", "diverged at t=1", "failed", "started", f"1/{requests}", ""]
-    assert lines[-2] == "1 of 20 cells done, 2 diverged or failed, 2 started and not finished, 15 not started"
+    assert lines[-2] == (
+        "1 of 20 cells done, 2 diverged or failed, 2 started and not finished, 15 not started; their finished "
+        "requests cost 1.50 CPU-hours (2.00 wall-hours) measured on 2 of 3 requests"
+    )
 
 
 def test_check_of_a_shard_lists_its_cells(empty_cwd, no_datasets, capsys):

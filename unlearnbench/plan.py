@@ -24,7 +24,7 @@ from unlearnbench.evaluation.keys import BROKEN_METRIC_PLUGINS, METRIC_KEYS
 from unlearnbench.grid import HARDWARE_KEYS, SuiteError, cell_label, cell_options, select_shard
 from unlearnbench.methods.base import UnlearningMethod
 from unlearnbench.recipe import Recipe
-from unlearnbench.records import RunIdentity
+from unlearnbench.records import MeasuredCost, RunIdentity
 from unlearnbench.registry import METHODS, STREAMS
 from unlearnbench.rundir import RunDirectory, refuse_a_run_missing_metrics
 
@@ -265,10 +265,19 @@ def cell_status(cell: Cell) -> str:
     return "done" if summary.requests_done >= requests else f"{summary.requests_done}/{requests}"
 
 
+def cell_cost(cell: Cell) -> MeasuredCost:
+    """What a cell's finished requests cost, from its rows (none where they cannot be read: `cell_status` says why)."""
+    try:
+        return MeasuredCost.of(RunDirectory(cell.run_dir).rows())
+    except ValueError:  # a damaged metrics.jsonl (DamagedFileError): the leaderboard and the rerun name it
+        return MeasuredCost()
+
+
 def check_report(source: str, cells: list[Cell], shard: tuple[int, int] | None = None) -> list[str]:
     """The resolved grid as text: a header, one line per cell (of `shard`, if given), the models to train. Once some
-    of the cells have run directories, a `status` column (`cell_status`) and a count of them follow, so a long grid's
-    progress is read with the same command that planned it."""
+    of the cells have run directories, a `status` column (`cell_status`), a count of them and what their finished
+    requests cost (`RequestRecord.cost`) follow, so a long grid's progress and cost are read with the same command
+    that planned it."""
     lines = [f"{source}: {grid_summary(cells)}; run directories in {cells[0].config.out}"]
     numbered = list(enumerate(cells, start=1))
     if shard is not None:
@@ -298,9 +307,12 @@ def check_report(source: str, cells: list[Cell], shard: tuple[int, int] | None =
         done = statuses.count("done")
         ended = sum(status.startswith(("diverged", "failed")) for status in statuses)
         under_way = sum(bool(status) for status in statuses) - done - ended
+        cost = sum(
+            (cell_cost(cell) for (_, cell), status in zip(numbered, statuses, strict=True) if status), MeasuredCost()
+        )
         lines.append(
             f"{done} of {_plural(len(statuses), 'cell')} done, {ended} diverged or failed, {under_way} started and "
-            f"not finished, {statuses.count('')} not started"
+            f"not finished, {statuses.count('')} not started; their finished requests cost {cost.describe()}"
         )
     pretrained, oracles = models_to_train(cells)
     continual, single_shot = unlearning_fits(cells)

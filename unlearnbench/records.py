@@ -57,7 +57,10 @@ def _check_object(data: Any, required: tuple[str, ...], what: str) -> None:
 
 
 #: The fields of a metrics row that are not a model's scores.
-_ROW_HEADER = ("t", "status", "forget_classes")
+_ROW_HEADER = ("t", "status", "forget_classes", "cost")
+
+#: The keys of a row's `cost`: wall and CPU seconds (the process's, every thread).
+COST_KEYS = ("wall_s", "cpu_s")
 
 #: A single-shot baseline (`--single-shot-baseline`) -> the row field holding its counterfactual's scores. Its keys
 #: elsewhere carry the field's suffix: `forward_gain_cumulative`, `forward_failure_cumulative_mean`, ...
@@ -75,8 +78,11 @@ class RequestRecord:
     single-task counterfactual (F_t alone, retain = train minus F_t) and `single_shot_cumulative` the
     one whose retain set is request t's (`--single-shot-baseline`). `original` is the pretrained
     model scored on request t's sets (and against its oracle where there is one): the "Original" row
-    every paper table has beside "Retrain". The fields after `single_shot` may be absent from rows
-    written before they existed (read as None).
+    every paper table has beside "Retrain". `cost` is what the request cost the process that served it
+    (`COST_KEYS`): the seconds since its previous row, or since its session began, so the pretrained model,
+    the oracles and counterfactuals it trained and every evaluation are in it, and a run's rows add up to what
+    it cost (a killed session's unfinished request, served again, aside). The fields after `single_shot` may be
+    absent from rows written before they existed (read as None).
     """
 
     t: int
@@ -87,6 +93,7 @@ class RequestRecord:
     single_shot: Scores | None
     single_shot_cumulative: Scores | None = None
     original: Scores | None = None
+    cost: dict[str, float] | None = None
 
     def to_json(self) -> dict:
         """The line's object, key for key as written (the score dicts are the record's own, not copies); the fields
@@ -120,7 +127,40 @@ class RequestRecord:
         _check_scores("method", data["method"], optional=False)
         for name in ("oracle", "single_shot", "single_shot_cumulative", "original"):
             _check_scores(name, data.get(name), optional=True)
+        cost = data.get("cost")
+        if cost is not None and not (
+            isinstance(cost, dict)
+            and set(cost) == set(COST_KEYS)
+            and all(_is_number(v) and v is not None for v in cost.values())
+        ):
+            raise MalformedRecordError(f"'cost' is {cost!r}, not an object of {' and '.join(COST_KEYS)} seconds")
         return cls(**{name: data[name] for name in names if name in data})
+
+
+@dataclass(frozen=True)
+class MeasuredCost:
+    """What runs cost, added up from their rows' `cost`: wall and CPU seconds, over the rows that recorded it (rows
+    written before costs were, or by another version, have none: `rows` counts every row, `measured` those)."""
+
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+    measured: int = 0
+    rows: int = 0
+
+    @classmethod
+    def of(cls, rows: Sequence[RequestRecord]) -> MeasuredCost:
+        costs = [row.cost for row in rows if row.cost is not None]
+        return cls(sum(c["wall_s"] for c in costs), sum(c["cpu_s"] for c in costs), len(costs), len(rows))
+
+    def __add__(self, other: MeasuredCost) -> MeasuredCost:
+        return MeasuredCost(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+
+    def describe(self) -> str:
+        """`2.41 CPU-hours (1.30 wall-hours) measured`, and on how many rows where some have no cost."""
+        if not self.measured:
+            return "nothing measured (no row records its cost)"
+        text = f"{self.cpu_s / 3600:.2f} CPU-hours ({self.wall_s / 3600:.2f} wall-hours) measured"
+        return text if self.measured == self.rows else f"{text} on {self.measured} of {self.rows} requests"
 
 
 @dataclass(frozen=True)

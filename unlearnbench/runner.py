@@ -684,6 +684,7 @@ class Runner:
         fit or forward pass (a T=5 run on 2 cores went from 1.27x to 1.14x a bare loop with this
         alone). The numpy side is small, so it runs on one thread and torch keeps every core.
         """
+        self.cost_since = (time.perf_counter(), time.process_time())  # each row's `cost` runs from the one before
         try:
             lock = self.run_dir.lock() if self.nodes.leader else nullcontext()  # a follower writes nothing there
             with threadpool_limits(limits=1, user_api="blas"), lock:
@@ -818,7 +819,11 @@ class Runner:
         self.reporter.request(row, config.requests)
 
     def _record(self, rows: list[RequestRecord], row: RequestRecord) -> None:
-        """Leader: request t's row appended to metrics.jsonl (it is then finished) and logged."""
+        """Leader: request t's row, with what it cost since the previous one (or since the session began),
+        appended to metrics.jsonl (it is then finished) and logged."""
+        wall, cpu = time.perf_counter(), time.process_time()
+        row = replace(row, cost={"wall_s": wall - self.cost_since[0], "cpu_s": cpu - self.cost_since[1]})
+        self.cost_since = (wall, cpu)
         self.run_dir.append_row(row)
         self.run_logger.log_request(row)
         rows.append(row)

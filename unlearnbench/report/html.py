@@ -172,20 +172,22 @@ def render_html(groups, prov: dict, plots: dict[str, list[Path]], out_dir: Path,
             parts += [f'<img alt="{_e(p.stem)}" title="{_e(p.stem)}" src="{_data_uri(p)}">' for p in images]
             parts.append("</div>")
         parts += [_privacy_table(entry) for entry in group.entries if entry.privacy is not None]
+    from unlearnbench.report.leaderboard import COST_NOTE, PROVENANCE_COLUMNS  # which imports this module
+
     parts.append("<h2>Provenance</h2>")
     commit = f", commit {_e(prov['git_commit'])}" if prov.get("git_commit") else ""
     parts.append(
         f"<p>Generated {_e(prov['generated'])} by unlearnbench {_e(prov['package_version'])}{commit}, "
-        f"from the run directories under <code>{_e(prov['runs_dir'])}</code>.</p>"
+        f"from the run directories under <code>{_e(prov['runs_dir'])}</code>. Their finished requests cost "
+        f"{_e(prov['cost'])} ({_e(COST_NOTE)}).</p>"
     )
-    keys = ("run", "config_hash", "seed", "status", "device", "version", "commit", "date")
     parts.append(
         '<div class="scroll"><table class="provenance"><thead><tr>'
-        + "".join(f"<th>{k}</th>" for k in keys)
+        + "".join(f"<th>{k}</th>" for k in PROVENANCE_COLUMNS)
         + "</tr></thead><tbody>"
     )
     for run in prov["runs"]:
-        parts.append("<tr>" + "".join(f"<td>{_e(run[k])}</td>" for k in keys) + "</tr>")
+        parts.append("<tr>" + "".join(f"<td>{_e(run[k])}</td>" for k in PROVENANCE_COLUMNS) + "</tr>")
     parts.append("</tbody></table></div>")
     parts.append(f"<script>{JS}</script></body></html>")
     return "\n".join(parts) + "\n"

@@ -109,7 +109,7 @@ from unlearnbench.evaluation.keys import HEADLINE, METRIC_KEYS, leaderboard_keys
 from unlearnbench.evaluation.scoring import stream_summary
 from unlearnbench.io import check_writable_directory, write_text_atomic
 from unlearnbench.provenance import git_commit
-from unlearnbench.records import RequestRecord, RunIdentity, RunSummary, legacy_method_args
+from unlearnbench.records import MeasuredCost, RequestRecord, RunIdentity, RunSummary, legacy_method_args
 from unlearnbench.registry import STREAMS
 from unlearnbench.report.plots import write_group_plots
 from unlearnbench.report.privacy import PRIVACY_KEYS, ChainPrivacy, chain_privacy_of, privacy_caption, privacy_cell
@@ -298,6 +298,11 @@ class RunRecord:
     @property
     def config_hash(self) -> str:
         return identity_hash(self.identity) if self.identity is not None else "none"
+
+    @property
+    def cost(self) -> MeasuredCost:
+        """What the run's finished requests cost (`RequestRecord.cost`)."""
+        return MeasuredCost.of(self.rows)
 
     @property
     def requests(self) -> int:
@@ -878,6 +883,16 @@ def _mark_best(entries: list[Entry], oracle: Entry | None, columns: tuple[Column
 # --------------------------------------------------------------------------------------- provenance
 
 
+#: The provenance table's columns: a run's entry of `provenance()["runs"]`, key for key.
+PROVENANCE_COLUMNS = ("run", "config_hash", "seed", "status", "device", "version", "commit", "date", "cpu_s")
+
+#: What `provenance()["cost"]` is the cost of, said after it in the markdown and html provenance.
+COST_NOTE = (
+    "a request's cost: its fits, the oracles and counterfactuals it trained, its evaluation; `cpu_s`: a run's "
+    "CPU seconds, every thread"
+)
+
+
 def provenance(runs: list[RunRecord], runs_dirs: Sequence[Path]) -> dict:
     from unlearnbench import __version__
 
@@ -886,6 +901,7 @@ def provenance(runs: list[RunRecord], runs_dirs: Sequence[Path]) -> dict:
         "package_version": __version__,
         "git_commit": git_commit(),
         "runs_dir": ", ".join(str(folder) for folder in runs_dirs),
+        "cost": sum((run.cost for run in runs if run.duplicate_of is None), MeasuredCost()).describe(),
         "runs": [
             {
                 "run": run.path.name,
@@ -897,6 +913,7 @@ def provenance(runs: list[RunRecord], runs_dirs: Sequence[Path]) -> dict:
                 "version": run.provenance.get("package_version", "unknown"),
                 "commit": run.provenance.get("git_commit") or "unknown",
                 "date": _run_date(run),
+                "cpu_s": f"{run.cost.cpu_s:.0f}" if run.cost.measured else "—",
             }
             for run in runs
         ],
@@ -1005,20 +1022,14 @@ def _provenance_markdown(prov: dict) -> list[str]:
         "",
         f"Generated {prov['generated']} by unlearnbench {prov['package_version']}"
         + (f", commit {prov['git_commit']}" if prov.get("git_commit") else "")
-        + f", from the run directories under `{_md_escape(prov['runs_dir'])}`.",
+        + f", from the run directories under `{_md_escape(prov['runs_dir'])}`. Their finished requests cost "
+        + f"{prov['cost']} ({COST_NOTE}).",
         "",
-        "| run | config hash | seed | status | device | version | commit | date |",
-        "|---|---|---:|---|---|---|---|---|",
+        "| " + " | ".join(PROVENANCE_COLUMNS) + " |",
+        "|" + "|".join("---:" if key in ("seed", "cpu_s") else "---" for key in PROVENANCE_COLUMNS) + "|",
     ]
     for run in prov["runs"]:
-        lines.append(
-            "| "
-            + " | ".join(
-                _md_escape(run[key])
-                for key in ("run", "config_hash", "seed", "status", "device", "version", "commit", "date")
-            )
-            + " |"
-        )
+        lines.append("| " + " | ".join(_md_escape(run[key]) for key in PROVENANCE_COLUMNS) + " |")
     return lines
 
 
