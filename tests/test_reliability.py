@@ -160,9 +160,9 @@ def test_finite_weights_with_overflowing_logits_diverge_the_request_not_the_proc
 def test_a_method_that_finds_the_model_degenerate_diverges_the_request_not_the_process(
     tmp_path, shared_store, monkeypatch
 ):
-    """Found in the published grid: SCAR on the random stream collapsed the model until every feature was constant,
-    and its class covariances' pseudo-inverse raised at request 23 (a failed cell, a traceback). A method that cannot
-    serve a request on a degenerate model raises `DegenerateModelError`: the request is recorded as diverged."""
+    """A method that cannot serve a request on a degenerate model (SCAR's class correlations once every feature is
+    constant: 0/0) raises `DegenerateModelError`: the request is recorded as diverged, not a failed cell with a
+    traceback."""
     from unlearnbench.methods.mahalanobis import shrunk_precision
 
     with pytest.raises(DegenerateModelError, match="the model has collapsed"):

@@ -183,6 +183,29 @@ def test_scar_pull_moves_a_forget_embedding_to_the_target_class():
     assert (mahalanobis(z, means, precisions, 0.5).argmin(1) == 1).all()
 
 
+def test_scar_precision_where_the_svd_fails_is_the_symmetric_pseudo_inverse(monkeypatch):
+    """MKL's SVD did not converge on one thread for a well-conditioned correlation matrix (SCAR, random stream, seed 1,
+    request 23 of the published grid) that it decomposes on two: the precision is then the eigendecomposition's
+    pseudo-inverse of the same symmetric matrix, and only then."""
+    samples = torch.randn(60, 8) @ torch.randn(8, 8)
+    by_svd = shrunk_precision(samples, 3.0, 3.0)
+    pinv = torch.linalg.pinv
+    calls = []
+
+    def svd_fails(matrix, hermitian=False):
+        calls.append(hermitian)
+        if not hermitian:
+            raise torch.linalg.LinAlgError("linalg.svd: The algorithm failed to converge (error code: 1).")
+        return pinv(matrix, hermitian=True)
+
+    monkeypatch.setattr(torch.linalg, "pinv", svd_fails)
+    by_eigh = shrunk_precision(samples, 3.0, 3.0)
+    assert calls == [False, True]
+    torch.testing.assert_close(by_eigh, by_svd, rtol=1e-4, atol=1e-5)
+    correlation = torch.linalg.inv(by_svd)  # well conditioned: the precision's inverse is the correlation matrix
+    torch.testing.assert_close(correlation.diagonal(), torch.ones(8), rtol=1e-4, atol=1e-4)
+
+
 def test_rum_visits_subsets_in_order_from_least_to_most_memorized(stream):
     rum = RUM(stages=("finetune", "rl", "salun")).attach(_method(stream).model, stream.dataset.num_classes)
     request = stream.current.public()
