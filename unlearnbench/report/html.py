@@ -146,7 +146,17 @@ def _privacy_table(entry) -> str:
     )
 
 
-def render_html(groups, prov: dict, plots: dict[str, list[Path]], out_dir: Path, intro: str) -> str:
+def render_html(
+    groups,
+    prov: dict,
+    plots: dict[str, list[Path]],
+    out_dir: Path,
+    intro: str,
+    columns: tuple[str, ...],
+    cost_note: str,
+) -> str:
+    """The page: `intro`, each table, its plots and privacy tables, then the provenance (`columns` of each run's
+    entry, and what `prov["cost"]` is the cost of: `cost_note`), as `leaderboard` writes its markdown."""
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -172,22 +182,20 @@ def render_html(groups, prov: dict, plots: dict[str, list[Path]], out_dir: Path,
             parts += [f'<img alt="{_e(p.stem)}" title="{_e(p.stem)}" src="{_data_uri(p)}">' for p in images]
             parts.append("</div>")
         parts += [_privacy_table(entry) for entry in group.entries if entry.privacy is not None]
-    from unlearnbench.report.leaderboard import COST_NOTE, PROVENANCE_COLUMNS  # which imports this module
-
     parts.append("<h2>Provenance</h2>")
     commit = f", commit {_e(prov['git_commit'])}" if prov.get("git_commit") else ""
     parts.append(
         f"<p>Generated {_e(prov['generated'])} by unlearnbench {_e(prov['package_version'])}{commit}, "
         f"from the run directories under <code>{_e(prov['runs_dir'])}</code>. Their finished requests cost "
-        f"{_e(prov['cost'])} ({_e(COST_NOTE)}).</p>"
+        f"{_e(prov['cost'])} ({_e(cost_note)}).</p>"
     )
     parts.append(
         '<div class="scroll"><table class="provenance"><thead><tr>'
-        + "".join(f"<th>{k}</th>" for k in PROVENANCE_COLUMNS)
+        + "".join(f"<th>{k}</th>" for k in columns)
         + "</tr></thead><tbody>"
     )
     for run in prov["runs"]:
-        parts.append("<tr>" + "".join(f"<td>{_e(run[k])}</td>" for k in PROVENANCE_COLUMNS) + "</tr>")
+        parts.append("<tr>" + "".join(f"<td>{_e(run[k])}</td>" for k in columns) + "</tr>")
     parts.append("</tbody></table></div>")
     parts.append(f"<script>{JS}</script></body></html>")
     return "\n".join(parts) + "\n"

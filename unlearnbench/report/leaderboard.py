@@ -1088,7 +1088,9 @@ def build_leaderboard(runs_dirs: Path | Sequence[Path], out_dir: Path | None = N
     }
     write_text_atomic(files["md"], render_markdown(groups, prov, written_plots, out_dir))
     write_text_atomic(files["csv"], render_csv(groups))
-    write_text_atomic(files["html"], render_html(groups, prov, written_plots, out_dir, INTRO))
+    write_text_atomic(
+        files["html"], render_html(groups, prov, written_plots, out_dir, INTRO, PROVENANCE_COLUMNS, COST_NOTE)
+    )
     return Leaderboard(groups, prov, files, written_plots)
 
 
