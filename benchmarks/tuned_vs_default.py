@@ -6,8 +6,9 @@ Reads leaderboard CSVs (`unlearnbench leaderboard`; nothing is trained or scored
 `<method> (tuned, ...)` of the tables whose title names `--stream`, from one CSV or several (a default and a tuned
 leaderboard built apart). Prints, sorted by the tuned mean gap_acc (diverged rows last), mean ± the standard
 deviation over the seeds as the leaderboard gives them, then how many methods forget (forget accuracy at T below
-`FORGETS`) at their defaults and tuned, and how many end closer to or further from the oracle by more than
-`CLOSER` points of mean gap_acc.
+`FORGETS`) at their defaults and tuned, how many end closer to or further from the oracle by more than `CLOSER`
+points of mean gap_acc, and how many beat doing nothing (the original row's mean gap_acc, by more than `CLOSER`):
+on a random stream, whose oracle forgets little, the count that says which methods remove anything.
 """
 
 from __future__ import annotations
@@ -120,12 +121,24 @@ def counts(rows: dict[str, dict]) -> list[str]:
                 closer.append(method)
             elif after > before + CLOSER:
                 further.append(method)
-    return [
+    lines = [
         f"methods that forget (forget acc at T < {FORGETS:g}): {forgets['default']} of {len(methods)} at their "
         f"defaults, {forgets['tuned']} tuned",
         f"closer to the oracle tuned (mean gap_acc lower by > {CLOSER:g}): {len(closer)}: {', '.join(closer)}",
         f"further (higher by > {CLOSER:g}): {len(further)}: {', '.join(further)}",
     ]
+    nothing = value(rows.get(REFERENCES[1]), "mean_gap_acc")  # what a method that removes nothing scores
+    if nothing is not None:
+        beat = {
+            side: sum((gap := value(rows.get(method + suffix), "mean_gap_acc")) is not None and gap < nothing - CLOSER
+                      for method in methods)
+            for side, suffix in (("default", ""), ("tuned", TUNED))
+        }  # fmt: skip
+        lines.append(
+            f"beat doing nothing (mean gap_acc below the original's {nothing:.1f} by > {CLOSER:g}): {beat['default']} "
+            f"of {len(methods)} at their defaults, {beat['tuned']} tuned"
+        )
+    return lines
 
 
 def main() -> None:

@@ -89,3 +89,7 @@ def test_ends_keep_the_closest_and_the_furthest_tuned_methods_a_diverged_one_las
     labels = [line.split("|")[1].strip() for line in lines[2:]]
     assert labels == ["*oracle (retrain)*", "*original (pretrained)*", "`eu_k`", "`rl`", "`ssd`", "`ga`"]
     assert len(script.table(script.read_rows([tmp_path / "board.csv"], "classwise"), ends=3)) == 2 + 2 + 6
+    # every default row (40.0) and every tuned row that finished (0.1 ... 28.7) is more than a point below 47.3
+    beat = script.counts(script.read_rows([tmp_path / "board.csv"], "classwise"))[-1]
+    assert beat.startswith("beat doing nothing (mean gap_acc below the original's 47.3 by > 1): 6 of 6 at their ")
+    assert "defaults, 5 tuned" in beat
