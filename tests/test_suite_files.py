@@ -96,6 +96,7 @@ def test_check_reports_where_each_cell_stands_once_runs_exist(empty_cwd, no_data
     runs[1].write_summary(RunSummary(0, {}, "diverged", diverged_at=1))
     runs[2].write_error("boom", "Traceback ...")
     runs[4].write_summary(RunSummary(1, {}, "complete"))
+    runs[0].write_error("an older version could not read a newer row", "Traceback ...")  # done all the same
     costs = [{"wall_s": 3600.0, "cpu_s": 1800.0}, {"wall_s": 3600.0, "cpu_s": 3600.0}]
     for t, cost in enumerate(costs, start=1):
         runs[0].append_row(RequestRecord(t, "ok", [t], {"forget_acc": 1.0}, None, None, cost=cost))

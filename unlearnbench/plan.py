@@ -250,19 +250,20 @@ def grid_summary(cells: list[Cell]) -> str:
 
 def cell_status(cell: Cell) -> str:
     """Where a cell's run stands, from its run directory's files alone: "" (not started), "started" (no session has
-    ended yet), "t/T" (stopped after request t), "done", "diverged at t" or "failed" (the suite recorded an error)."""
+    ended yet), "t/T" (stopped after request t), "done", "diverged at t" or "failed" (the suite recorded an error).
+    A finished or diverged summary wins over an error, as on the leaderboard: a process that could not read the
+    finished run (an older version, meeting a newer row) records an error without changing what the run holds."""
     run = RunDirectory(cell.run_dir)
     if not run.path.is_dir():
         return ""
+    summary, requests = run.summary(), cell.config.requests
+    if summary is not None and summary.status == "diverged":
+        return f"diverged at t={summary.diverged_at}"
+    if summary is not None and summary.requests_done >= requests:
+        return "done"
     if run.error() is not None:
         return "failed"
-    summary = run.summary()
-    if summary is None:
-        return "started"
-    if summary.status == "diverged":
-        return f"diverged at t={summary.diverged_at}"
-    requests = cell.config.requests
-    return "done" if summary.requests_done >= requests else f"{summary.requests_done}/{requests}"
+    return "started" if summary is None else f"{summary.requests_done}/{requests}"
 
 
 def cell_cost(cell: Cell) -> MeasuredCost:
