@@ -108,13 +108,16 @@ def table(rows: dict[str, dict], ends: int | None = None) -> list[str]:
 
 def counts(rows: dict[str, dict]) -> list[str]:
     methods = sorted(label.removesuffix(TUNED) for label in rows if label.endswith(TUNED))
+    nothing = value(rows.get(REFERENCES[1]), "mean_gap_acc")  # what a method that removes nothing scores
     forgets = {side: 0 for side in ("default", "tuned")}
+    beat = dict(forgets)
     closer, further = [], []
     for method in methods:
         default, tuned = rows.get(method), rows[method + TUNED]
         for side, row in (("default", default), ("tuned", tuned)):
-            forget = value(row, "forget_acc")
+            forget, gap = value(row, "forget_acc"), value(row, "mean_gap_acc")
             forgets[side] += forget is not None and forget < FORGETS
+            beat[side] += None not in (gap, nothing) and gap < nothing - CLOSER
         before, after = value(default, "mean_gap_acc"), value(tuned, "mean_gap_acc")
         if before is not None and after is not None:
             if after < before - CLOSER:
@@ -127,13 +130,7 @@ def counts(rows: dict[str, dict]) -> list[str]:
         f"closer to the oracle tuned (mean gap_acc lower by > {CLOSER:g}): {len(closer)}: {', '.join(closer)}",
         f"further (higher by > {CLOSER:g}): {len(further)}: {', '.join(further)}",
     ]
-    nothing = value(rows.get(REFERENCES[1]), "mean_gap_acc")  # what a method that removes nothing scores
     if nothing is not None:
-        beat = {
-            side: sum((gap := value(rows.get(method + suffix), "mean_gap_acc")) is not None and gap < nothing - CLOSER
-                      for method in methods)
-            for side, suffix in (("default", ""), ("tuned", TUNED))
-        }  # fmt: skip
         lines.append(
             f"beat doing nothing (mean gap_acc below the original's {nothing:.1f} by > {CLOSER:g}): {beat['default']} "
             f"of {len(methods)} at their defaults, {beat['tuned']} tuned"

@@ -93,6 +93,7 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import functools
 import hashlib
 import io
 import json
@@ -299,9 +300,10 @@ class RunRecord:
     def config_hash(self) -> str:
         return identity_hash(self.identity) if self.identity is not None else "none"
 
-    @property
+    @functools.cached_property
     def cost(self) -> MeasuredCost:
-        """What the run's finished requests cost (`RequestRecord.cost`)."""
+        """What the run's finished requests cost (`RequestRecord.cost`): summed once, read by the table's total and
+        the run's provenance line."""
         return MeasuredCost.of(self.rows)
 
     @property
