@@ -49,8 +49,8 @@ def result_row(cell) -> dict:
     if summary.get("forget_drift_vs_oracle") is not None:
         oracle_drift = summary["forget_drift"] - summary["forget_drift_vs_oracle"]
     return {
-        "stream": cell.config.stream,
-        "row": "+".join([cell.config.method, *cell.config.guards]),
+        "stream": cell.config.stream.kind,
+        "row": "+".join([cell.config.method.name, *cell.config.guard_names]),
         "status": cell.status.removeprefix("already "),
         "final_gap": summary.get("final", {}).get("gap"),
         "mean_gap": summary.get("mean_gap"),

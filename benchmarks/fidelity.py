@@ -53,7 +53,7 @@ COLUMNS = (
 
 
 def run(method: str, method_args: dict, out: Path, seed: int) -> list[RequestRecord]:
-    config = RunConfig(method=method, method_args=method_args, single_shot_every=0, seed=seed, out=out)
+    config = RunConfig.from_options(method=method, method_args=method_args, single_shot_every=0, seed=seed, out=out)
     return Runner.from_config(config).run().rows
 
 

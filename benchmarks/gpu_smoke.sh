@@ -89,7 +89,7 @@ import numpy as np
 import torch
 from lightning.pytorch.utilities import rank_zero_only
 
-from unlearnbench.config import Hardware, RunConfig
+from unlearnbench.config import RunConfig
 from unlearnbench.runner import Runner
 
 (accelerator, devices, strategy, precision, dataset, data_dir, arch, requests, epochs, batch_size, out, tier, dataset_args,
@@ -104,7 +104,7 @@ def sync() -> None:
         torch.cuda.synchronize()
 
 
-config = RunConfig(
+config = RunConfig.from_options(
     method="finetune",
     stream="classwise",
     dataset=dataset,
@@ -116,7 +116,10 @@ config = RunConfig(
     method_args={"optim": {"epochs": epochs, "batch_size": batch_size, "lr": 0.01}} if sizes else {},
     recipe={"epochs": epochs, "batch_size": batch_size, "lr": 0.1} if sizes else {},
     out=Path(out) / f"runs-{accelerator}",
-    hardware=Hardware(accelerator, int(devices), strategy, 1, precision),
+    accelerator=accelerator,
+    devices=int(devices),
+    strategy=strategy,
+    precision=precision,
 )
 runner = Runner.from_config(config)
 timed = {"oracle training": [0, 0.0, 0], "evaluation": [0, 0.0, 0]}  # images, seconds, calls

@@ -90,7 +90,9 @@ def report(key: str, what: str, value: float, target: str, passed: bool, detail:
 
 
 def _config(root: Path, method: str = "finetune", requests: int = 5, **kwargs) -> RunConfig:
-    return RunConfig(method=method, requests=requests, out=root / "runs", store=root / "store", logger="none", **kwargs)
+    return RunConfig.from_options(
+        method=method, requests=requests, out=root / "runs", store=root / "store", logger="none", **kwargs
+    )
 
 
 def _bare_fit(model: torch.nn.Module, loader, epochs: int, lr: float, momentum: float, weight_decay: float) -> None:

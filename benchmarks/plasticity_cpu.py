@@ -220,8 +220,8 @@ def main() -> None:
     for cell in result.cells:
         numbers = None if cell.status == "failed" else cell_numbers(cell.run_dir)
         if numbers is not None:
-            label = "+".join([cell.config.method, *cell.config.guards])
-            per_seed.setdefault((cell.config.stream, label), []).append(numbers)
+            label = "+".join([cell.config.method.name, *cell.config.guard_names])
+            per_seed.setdefault((cell.config.stream.kind, label), []).append(numbers)
         elif cell.status != "failed":
             diverged.append(cell.run_dir.name)
     print(f"seeds {args.seeds}: mean ± 95% t-interval")

@@ -23,14 +23,14 @@ from pathlib import Path
 
 import numpy as np
 
-from unlearnbench.config import Hardware, RunConfig
+from unlearnbench.config import RunConfig
 from unlearnbench.runner import Runner
 
 
 def measure(dataset: str, arch: str, dataset_args: dict, arch_args: dict, recipe: dict, seed: int) -> dict:
     """Train accuracy, test accuracy (%), CPU and wall seconds of the setting's pretraining with train seed `seed`."""
     with tempfile.TemporaryDirectory() as out:
-        config = RunConfig(
+        config = RunConfig.from_options(
             method="finetune",
             stream="random",
             requests=1,
@@ -45,7 +45,7 @@ def measure(dataset: str, arch: str, dataset_args: dict, arch_args: dict, recipe
             seed=seed,
             out=Path(out),
             logger="none",
-            hardware=Hardware(accelerator="cpu"),
+            accelerator="cpu",
         )
         runner = Runner.from_config(config)
         cpu, wall = time.process_time(), time.perf_counter()

@@ -32,7 +32,7 @@ import sys
 import time
 import warnings
 from collections import Counter
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from lightning.pytorch.callbacks import Callback
@@ -114,7 +114,7 @@ def request_steps(config: RunConfig, datasets: DatasetCache | None = None) -> St
     try:
         runner = CountingRunner.from_config(config, datasets=datasets)
     except ConfigError as error:
-        return StepCount(config.method, "—", 0, 0, 0, 0, 0, refused=str(error))
+        return StepCount(config.method.name, "—", 0, 0, 0, 0, 0, refused=str(error))
     method = runner.method.attach(runner.pretrained_model(), runner.dataset.num_classes).to(runner.eval_device)
     request = runner.stream.select(1)
     steps: Counter[str] = Counter()
@@ -135,7 +135,7 @@ def request_steps(config: RunConfig, datasets: DatasetCache | None = None) -> St
         hook.remove()
     model_steps = steps.pop("model", 0)
     return StepCount(
-        config.method,
+        config.method.name,
         budget(method),
         len(request.forget),
         len(request.retain),
@@ -157,7 +157,7 @@ def setting_configs(suite: Path | None, run_options: list[str], store: Path | No
         raise ConfigError(f"with --suite the settings are the file's; run options {' '.join(run_options)} do not apply")
     cells = suite_grid(load_suite(suite))
     first = [cell.config for cell in cells if cell.position[2:] == (1, 1)]  # first seed, first method
-    return [replace(config, guards=[], guard_args={}, store=store or config.store) for config in first]
+    return [config.replace(guards=[], guard_args={}, store=store or config.output.store) for config in first]
 
 
 def table(counts: list[StepCount]) -> str:
@@ -178,10 +178,11 @@ def table(counts: list[StepCount]) -> str:
 
 
 def describe(config: RunConfig) -> str:
-    given = {**config.dataset_args, **config.arch_args}
+    given = {**config.data.args, **config.arch.args}
     args = "".join(f" {key}={value}" for key, value in given.items() if value is not None)
-    size = "" if config.size is None else f", size {config.size}"
-    return f"{config.dataset}/{config.arch}{args}, {config.stream}{size}, T = {config.requests}, seed {config.seed}"
+    dataset, arch, stream = config.setting
+    size = "" if config.stream.size is None else f", size {config.stream.size}"
+    return f"{dataset}/{arch}{args}, {stream}{size}, T = {config.stream.requests}, seed {config.seeds.seed}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -202,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     datasets, results = DatasetCache(), []
     for config in configs:
-        counts = [request_steps(replace(config, method=name, method_args={}), datasets) for name in methods]
+        counts = [request_steps(config.replace(method=name, method_args={}), datasets) for name in methods]
         print(f"\n{describe(config)}: request 1\n\n{table(counts)}", flush=True)
         results.append({"setting": describe(config), "counts": [asdict(c) for c in counts]})
     if args.json:

@@ -56,7 +56,7 @@ def tiny_config(out: Path, store: Path, method: str, stream: str = "classwise", 
     method_args = method_arguments(cls, short, overrides.pop("method_args", {}))
     values = {"requests": 2, "recipe": dict(FAST_RECIPE), "size": 1 if stream == "classwise" else 0.05}
     values.update(overrides)
-    return RunConfig(method=method, stream=stream, out=out, store=store, method_args=method_args, **values)
+    return RunConfig.from_options(method=method, stream=stream, out=out, store=store, method_args=method_args, **values)
 
 
 def measured_rows(run_dir: Path) -> list[dict]:

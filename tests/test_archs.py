@@ -142,7 +142,7 @@ def test_smallcnn_width_is_an_arch_argument(tmp_path):
     assert pooled.forward_features(torch.randn(1, 1, 28, 28)).shape == (1, 128, 7, 7)  # two pools: 28 -> 7
     assert ARCHS.get("smallcnn")(num_classes=10).forward_features(torch.randn(1, 1, 28, 28)).shape[-1] == 14
     with pytest.raises(ConfigError, match="arch 'resnet18' has no argument"):
-        RunConfig(method="finetune", arch="resnet18", arch_args={"width": 8}, out=tmp_path).validate()
+        RunConfig.from_options(method="finetune", arch="resnet18", arch_args={"width": 8}, out=tmp_path).validate()
 
 
 def test_preresnet110_has_110_layers_of_bottlenecks():
@@ -171,9 +171,9 @@ def test_timm_names_resolve_through_the_registry_and_the_config(tmp_path):
         ARCHS.get("timm:no_such_model")
     with pytest.raises(UnknownNameError, match=r"timm:<name>"):
         ARCHS.get("resnet1000")
-    RunConfig(method="finetune", arch=TIMM_EXAMPLE, out=tmp_path).validate()
+    RunConfig.from_options(method="finetune", arch=TIMM_EXAMPLE, out=tmp_path).validate()
     with pytest.raises(ConfigError, match="unknown timm model"):
-        RunConfig(method="finetune", arch="timm:no_such_model", out=tmp_path).validate()
+        RunConfig.from_options(method="finetune", arch="timm:no_such_model", out=tmp_path).validate()
     model = build_model("timm:vit_tiny_patch16_224", DATASETS.get("synthetic_cifar_mini")())
     assert model.patch_embed.img_size == (32, 32)  # takes the dataset's image size
 

@@ -36,7 +36,7 @@ def test_config_prints_and_resolves_without_loading_or_writing(path, empty_cwd, 
         assert printed[key] == value or (isinstance(value, dict) and value.items() <= printed[key].items()), key
     config = run_config(parse_run_args(["--config", str(path)]))
     identity, run_dir = resolve_run(config)
-    assert identity.method == written["method"] and run_dir.parent == config.out
+    assert identity.method == written["method"] and run_dir.parent == config.output.out
     for key in ("dataset", "arch", "stream", "requests"):
         assert getattr(identity, key) == written[key]
     assert list(empty_cwd.iterdir()) == []

@@ -8,7 +8,6 @@ dataset's fingerprint, so two subsets or two image folders under one dataset nam
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 import pytest
 import torch
@@ -56,7 +55,9 @@ def test_subset_arguments_select_balanced_splits_and_change_the_fingerprint():
 
 def test_two_subsets_never_share_a_stored_model(tmp_path):
     runs = [
-        Runner.from_config(RunConfig(method="finetune", dataset_args={"train_size": size}, out=tmp_path, recipe=RECIPE))
+        Runner.from_config(
+            RunConfig.from_options(method="finetune", dataset_args={"train_size": size}, out=tmp_path, recipe=RECIPE)
+        )
         for size in (100, 200)
     ]
     assert [len(runner.dataset.train) for runner in runs] == [100, 200]
@@ -80,7 +81,7 @@ def test_command_line_config_file_and_suite_cell_resolve_alike(tmp_path):
     out = str(tmp_path / "runs")
     argv = ["--method", "rl", "--out", out, "--dataset.train_size", "300", "--arch.width", "8"]
     cli = run_config(parse_run_args(argv))
-    assert (cli.dataset_args, cli.arch_args) == ({"train_size": 300, "test_size": None}, {"width": 8, "pools": 1})
+    assert (cli.data.args, cli.arch.args) == ({"train_size": 300, "test_size": None}, {"width": 8, "pools": 1})
     config_file = tmp_path / "run.yaml"
     config_file.write_text(yaml.safe_dump({"dataset_args": {"train_size": 300}, "arch_args": {"width": 8}}))
     from_file = run_config(parse_run_args(["--method", "rl", "--out", out, "--config", str(config_file)]))
@@ -91,7 +92,7 @@ def test_command_line_config_file_and_suite_cell_resolve_alike(tmp_path):
         "methods": ["rl"],
     }
     (cell,) = check_suite(suite)
-    cli, from_file = replace(cli, recipe=RECIPE), replace(from_file, recipe=RECIPE)
+    cli, from_file = cli.replace(recipe=RECIPE), from_file.replace(recipe=RECIPE)
     assert resolve_run(cli) == resolve_run(from_file) == (cell.identity, cell.run_dir)
     assert cell.identity.dataset_args == {"train_size": 300} and cell.identity.arch_args == {"width": 8}
     plain = run_config(parse_run_args(["--method", "rl", "--out", out, "--recipe", json.dumps(RECIPE)]))
@@ -151,7 +152,9 @@ def test_check_dataset_args_returns_only_what_differs_from_the_defaults():
 def test_augment_is_true_or_false_in_configs_and_suites_too(tmp_path, value):
     """YAML's `augment: "false"` (quoted) or `0` is not a flag: refused by name before anything is loaded."""
     with pytest.raises(ConfigError, match=rf"dataset argument augment must be true or false, got {value!r}"):
-        RunConfig(method="finetune", dataset="mnist", dataset_args={"augment": value}, out=tmp_path).validate()
+        RunConfig.from_options(
+            method="finetune", dataset="mnist", dataset_args={"augment": value}, out=tmp_path
+        ).validate()
     suite = {"out": str(tmp_path), "common": {"recipe": RECIPE, "dataset_args": {"augment": value}}}
     with pytest.raises(ConfigError, match="augment must be true or false"):
         check_suite({**suite, "settings": [{"dataset": "fashionmnist"}], "methods": ["ga"]})

@@ -171,7 +171,7 @@ def test_augment_false_is_another_dataset_and_run_while_the_default_renames_noth
 
     def resolved(dataset_args: dict):
         return resolve_run(
-            RunConfig(method="finetune", dataset="fashionmnist", dataset_args=dataset_args, out=tmp_path)
+            RunConfig.from_options(method="finetune", dataset="fashionmnist", dataset_args=dataset_args, out=tmp_path)
         )
 
     (identity, run_dir), explicit = resolved({}), resolved({"augment": True})

@@ -158,14 +158,14 @@ def test_missing_dataset_through_the_cli_exits_2_and_writes_nothing(tmp_path, ca
 
 def test_runconfig_passes_data_dir_to_the_dataset(tmp_path):
     write_cifar10(tmp_path / "data")
-    config = RunConfig(
+    config = RunConfig.from_options(
         method="finetune", dataset="cifar10", data_dir=tmp_path / "data", requests=1, out=tmp_path / "runs"
     )
     runner = Runner.from_config(config)
     assert runner.dataset.name == "cifar10" and len(runner.dataset.train) == 20
     with pytest.raises(ConfigError, match="cifar10: no CIFAR-10"):
         Runner.from_config(
-            RunConfig(method="finetune", dataset="cifar10", data_dir=tmp_path / "x", out=tmp_path / "runs")
+            RunConfig.from_options(method="finetune", dataset="cifar10", data_dir=tmp_path / "x", out=tmp_path / "runs")
         )
 
 
@@ -293,7 +293,7 @@ def test_a_stream_runs_end_to_end_on_a_folder_dataset(tmp_path, monkeypatch):
     """Pretraining, unlearning, evaluation and oracles read through DataLoader workers."""
     monkeypatch.setenv("UNLEARNBENCH_WORKERS", "1")
     write_tinyimagenet(tmp_path / "data")
-    config = RunConfig(
+    config = RunConfig.from_options(
         method="finetune",
         dataset="tinyimagenet",
         data_dir=tmp_path / "data",

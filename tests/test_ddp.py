@@ -8,7 +8,6 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -112,7 +111,7 @@ def test_two_nodes_train_together_and_equal_one_node_with_two_devices(tmp_path):
 
     hardware = Hardware(accelerator="cpu", devices=2, strategy="ddp")
     config = tiny_config(tmp_path / "one-node", tmp_path / "store-one-node", "rl", requests=2, hardware=hardware)
-    one_node = Runner.from_config(replace(config, logger="none")).run().rows
+    one_node = Runner.from_config(config.replace(logger="none")).run().rows
     for ours, reference in zip(two_nodes, one_node, strict=True):
         for side in ("method", "oracle"):
             for key in ("forget_acc", "retain_acc", "test_acc", "forget_test_acc", "history"):

@@ -93,7 +93,7 @@ def documented_runs(tmp_path_factory, shared_store) -> Path:
             save_logits=True,
             method_args={"optim": {"epochs": 1}},
         )
-        assert config.recipe == FAST_RECIPE
+        assert config.arch.recipe == FAST_RECIPE
         Runner.from_config(config).run()
     return folder
 

@@ -167,7 +167,7 @@ def test_guards_compose_on_the_cli_and_in_the_run_identity(tmp_path):
     names, argv = _chosen_guards(["--config", str(tmp_path / "c.yaml")])
     assert names == ["shrink_perturb"]
     assert run_parser("rl", names).parse_args(argv).shrink_perturb.sigma == 0.0
-    plain, guarded = RunConfig(method="rl"), RunConfig(method="rl", guards=["orthogonal"])
+    plain, guarded = RunConfig.from_options(method="rl"), RunConfig.from_options(method="rl", guards=["orthogonal"])
     assert "guards" not in plain.identity({}, {}, 1).to_json()
     identity = guarded.identity({}, {}, 1)
     assert identity.guards == [{"orthogonal": {"rank": 3}}]
@@ -185,14 +185,14 @@ def test_guards_compose_on_the_cli_and_in_the_run_identity(tmp_path):
 )
 def test_bad_guard_configs_are_refused(config, message, tmp_path):
     with pytest.raises(ConfigError, match=message):
-        RunConfig(out=tmp_path, **config).validate()
+        RunConfig.from_options(out=tmp_path, **config).validate()
 
 
 @pytest.mark.parametrize("guard", GUARDS.names())
 @pytest.mark.parametrize("method", METHODS.names())
 def test_a_guard_is_accepted_exactly_by_the_methods_that_train_by_fits(method, guard, tmp_path):
     stream = (METHODS.get(method).streams or ("classwise",))[0]
-    config = RunConfig(method=method, stream=stream, guards=[guard], out=tmp_path)
+    config = RunConfig.from_options(method=method, stream=stream, guards=[guard], out=tmp_path)
     if issubclass(METHODS.get(method), FitMethod):
         config.validate()
     else:
@@ -229,4 +229,4 @@ def test_a_new_method_that_does_not_fit_refuses_guards_without_declaring_anythin
                     p.mul_(self.hparams.factor)
 
     with pytest.raises(ConfigError, match="'scale_head' does not do; run it without --guard"):
-        RunConfig(method="scale_head", guards=["shrink_perturb"], out=tmp_path).validate()
+        RunConfig.from_options(method="scale_head", guards=["shrink_perturb"], out=tmp_path).validate()

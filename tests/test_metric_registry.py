@@ -135,7 +135,7 @@ def test_the_docs_metric_table_is_the_registry():
 def test_a_users_metric_in_a_gap_is_part_of_the_run_identity_and_one_outside_is_not(tmp_path, monkeypatch):
     """The gap it enters averages it: a run with it is another run (its own folder), never a resume or a row mixing
     two gap definitions. Built-in metrics alone leave the identity, and so every existing folder name, as it was."""
-    config = RunConfig(method="finetune", out=tmp_path)
+    config = RunConfig.from_options(method="finetune", out=tmp_path)
 
     def identity():
         return config.identity({"lr": 0.01}, {"epochs": 1}, 1)

@@ -43,14 +43,14 @@ RECORDED = [
 
 @pytest.mark.parametrize(("method", "args", "recorded"), RECORDED, ids=[f"{m}{a or ''}" for m, a, _ in RECORDED])
 def test_run_directories_recorded_before_the_split_are_still_found(method, args, recorded, tmp_path):
-    identity, run_dir = resolve_run(RunConfig(method=method, method_args=args, out=tmp_path))
+    identity, run_dir = resolve_run(RunConfig.from_options(method=method, method_args=args, out=tmp_path))
     assert run_dir.name == recorded
     gradient = issubclass(METHODS.get(method), GradientMethod)
     assert ("optim" in identity.method_args) == gradient  # the group nested, as identities now hold it
 
 
 def test_the_identity_records_the_settings_nested_with_the_methods_own_defaults(tmp_path):
-    identity, _ = resolve_run(RunConfig(method="salun", method_args={"optim": {"lr": 0.1}}, out=tmp_path))
+    identity, _ = resolve_run(RunConfig.from_options(method="salun", method_args={"optim": {"lr": 0.1}}, out=tmp_path))
     assert identity.method_args == {
         "optim": {"lr": 0.1, "epochs": 10, "batch_size": 256, "momentum": 0.9, "weight_decay": 0.0005},
         "batches": "mixed", "exclude_true": False, "ratio": 0.5, "hold": "gradient",
@@ -105,7 +105,7 @@ def test_an_out_of_range_setting_is_refused_in_the_group(tmp_path, monkeypatch, 
 
 def test_an_unknown_setting_in_the_group_is_refused(tmp_path):
     with pytest.raises(ConfigError, match=r"optim of method 'salun' has no setting\(s\) lrr; its settings are: lr"):
-        RunConfig(method="salun", method_args={"optim": {"lrr": 0.1}}, out=tmp_path).validate()
+        RunConfig.from_options(method="salun", method_args={"optim": {"lrr": 0.1}}, out=tmp_path).validate()
 
 
 ADAM_METHODS = [name for name in METHODS.names() if issubclass(METHODS.get(name), AdamOptimizer)]
@@ -127,11 +127,11 @@ def test_a_setting_adam_does_not_read_is_refused_unless_at_its_default(method, t
         f"unlearnbench: error: method {method!r} trains with Adam, which does not read optim.momentum; leave it out\n"
     )
     default = asdict(inspect.signature(METHODS.get(method)).parameters["optim"].default)["momentum"]
-    RunConfig(method=method, method_args={"optim": {"momentum": default}}, out=tmp_path).validate()
+    RunConfig.from_options(method=method, method_args={"optim": {"momentum": default}}, out=tmp_path).validate()
 
 
 def _built(config: RunConfig):
-    return METHODS.get(config.method)(**config.method_kwargs())
+    return METHODS.get(config.method.name)(**config.method_kwargs())
 
 
 def test_the_nested_spelling_reaches_the_method_over_its_own_defaults(tmp_path):
@@ -172,7 +172,7 @@ def test_only_a_gradient_method_takes_sgd_settings_and_every_method_has_a_batch_
 
 def test_a_method_without_sgd_settings_has_no_optim_group(tmp_path):
     with pytest.raises(ConfigError, match="method 'ssd' has no argument"):
-        RunConfig(method="ssd", method_args={"optim": {"epochs": 1}}, out=tmp_path).validate()
+        RunConfig.from_options(method="ssd", method_args={"optim": {"epochs": 1}}, out=tmp_path).validate()
 
 
 def test_a_plugin_subclassing_the_base_without_unlearn_names_the_fix():

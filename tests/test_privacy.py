@@ -491,7 +491,7 @@ def test_eps_score_on_digits_with_k8_train_seeds_orders_oracles_ga_and_the_pretr
 
     retrained = phi(runners[0].trained_model(request.forgotten, "oracle", seed) for seed in range(4, 8))
     oracles = forget_score(
-        phi(r.trained_model(request.forgotten, "oracle", r.config.train_seed) for r in runners), retrained
+        phi(r.trained_model(request.forgotten, "oracle", r.config.seeds.train_seed) for r in runners), retrained
     )
     pretrained = forget_score(phi(r.pretrained_model() for r in runners), retrained)
     ga = forget_score(phi(r.method.model for r in runners), retrained)

@@ -87,7 +87,7 @@ def test_the_rows_quantized_accuracies_are_a_hand_quantized_state_dicts(tmp_path
     }
     for side, state in models.items():
         for bits in (8, 4):
-            model = build_model(config.arch, dataset)
+            model = build_model(config.arch.name, dataset)
             model.load_state_dict(_hand_quantized(state, bits))
             model.eval()
             for key, (split, indices) in sets.items():

@@ -53,7 +53,7 @@ def attack(tmp_path_factory, shared_store):
     config = tiny_config(tmp_path_factory.mktemp("relearn"), shared_store, "finetune", requests=2)
     runner = Runner.from_config(config)
     request = runner.stream.select(1)
-    seed = relearn_seed(config.seed, 1)
+    seed = relearn_seed(config.seeds.seed, 1)
     split = relearn_split(request.forgotten, request.retain, 0.5, seed)
     make_trainer = partial(runner.trainer, -1, "relearning attack", one_device=True)
     curve = partial(

@@ -34,28 +34,42 @@ def test_every_field_of_a_record_is_a_run_option_or_spelled_out():
 
 
 def test_a_run_option_is_declared_once_by_its_run_config_field():
-    """`run`'s options are built from `RunConfig`'s fields (`config.option`): each such field is an option of its
-    name and its dashed spelling, with the field's default and help, and a suite key unless the grid sets it; `tune`
-    spells the options it shares the same way; the options checked before torch is imported take the field's type."""
+    """`run`'s options are built from the fields of `RunConfig`'s parts (`config.option`): each such field is an
+    option of its name (`flag`, where the field's is another) and its dashed spelling, with the field's default and
+    help, in its part's section of `--help`, and a suite key unless the grid sets it; `tune` spells the options it
+    shares the same way; the options checked before torch is imported take the field's type. A run's options are a
+    round trip: `from_options(config.options())` is the same run."""
     from dataclasses import MISSING
 
     from unlearnbench.cli import _early_options
-    from unlearnbench.config import Hardware, RunConfig
+    from unlearnbench.config import PARTS, RUN_OPTIONS, RunConfig
     from unlearnbench.grid import COMMON_KEYS, NOT_COMMON
     from unlearnbench.tune_options import tune_parser
 
-    run_actions = {action.dest: action for action in run_parser(None)._actions}
+    parser = run_parser(None)
+    run_actions = {action.dest: action for action in parser._actions}
     tune_actions = {action.dest: action for action in tune_parser()._actions}
-    declared = [(cls, spec) for cls in (RunConfig, Hardware) for spec in fields(cls) if spec.metadata.get("help")]
+    sections = {action.dest: group.title for group in parser._action_groups for action in group._group_actions}
+    headings = {part: heading for part, _, heading in PARTS}
+    declared = [(name, part, spec) for name, (part, _, spec) in RUN_OPTIONS.items() if spec.metadata.get("help")]
     assert len(declared) > 30
-    for _, spec in declared:
-        action = run_actions[spec.name]
+    for name, part, spec in declared:
+        action = run_actions[name]
         default = spec.default_factory() if spec.default is MISSING else spec.default
-        assert action.default == default and action.help.startswith(spec.metadata["help"]), spec.name
-        assert f"--{spec.name.replace('_', '-')}" in action.option_strings, spec.name
-        assert spec.name in COMMON_KEYS or spec.name in NOT_COMMON, spec.name
-        if spec.name in tune_actions and spec.name != "out":  # tune's `--out` is its own: the folder of tuned files
-            assert tune_actions[spec.name].default == default and tune_actions[spec.name].help == action.help
+        assert action.default == default and action.help.startswith(spec.metadata["help"]), name
+        assert f"--{name.replace('_', '-')}" in action.option_strings, name
+        assert sections[name] == headings[part], name
+        assert name in COMMON_KEYS or name in NOT_COMMON, name
+        if name in tune_actions and name != "out":  # tune's `--out` is its own: the folder of tuned files
+            assert tune_actions[name].default == default and tune_actions[name].help == action.help
+    config = RunConfig.from_options(method="rl", stream="random", requests=3, seed=2, guards=["ewc"], devices=2)
+    assert RunConfig.from_options(**config.options()) == config
+    assert (config.stream.kind, config.stream.requests, config.seeds.seed, config.hardware.devices) == (
+        "random",
+        3,
+        2,
+        2,
+    )
     assert "mlp" in run_actions["arch"].help and "random" in run_actions["stream"].help  # a registry's names
     assert _early_options()["requests"] is int and _early_options()["quantize_bits"] is list
     assert _early_options()["size"] is float and "logger" not in _early_options()
@@ -67,9 +81,11 @@ def test_a_run_config_is_frozen_once_built():
 
     from unlearnbench.config import RunConfig
 
-    config = RunConfig(method="finetune")
+    config = RunConfig.from_options(method="finetune")
     with pytest.raises(FrozenInstanceError):
-        config.seed = 1
+        config.seeds = config.seeds
+    with pytest.raises(FrozenInstanceError):
+        config.seeds.seed = 1
     with pytest.raises(FrozenInstanceError):
         config.hardware.precision = "16-mixed"
 

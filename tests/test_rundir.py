@@ -243,7 +243,7 @@ def test_each_session_records_the_versions_of_the_libraries_its_numbers_depend_o
 def test_a_name_with_a_path_separator_is_refused_before_it_names_a_folder(names, tmp_path):
     from unlearnbench.config import ConfigError
 
-    config = replace(tiny_config(tmp_path / "out", tmp_path / "store", "finetune"), **names)
+    config = tiny_config(tmp_path / "out", tmp_path / "store", "finetune").replace(**names)
     with pytest.raises(ConfigError, match="holds a path separator"):
         config.validate()
     assert not any(tmp_path.iterdir())
@@ -257,7 +257,7 @@ def test_a_run_directory_name_over_the_file_systems_limit_is_cut_before_its_hash
     identity, run_dir = resolve_run(config)
     digest = run_dir.name.rsplit("-", 1)[1]
     assert run_dir == tmp_path / "out" / f"finetune-classwise-digits-smallcnn-T2-seed0-{digest}"  # as it always was
-    long = replace(config, guards=["shrink_perturb" * 20]).run_path(identity)
+    long = config.replace(guards=["shrink_perturb" * 20]).run_path(identity)
     assert long.parent == tmp_path / "out" and len(long.name.encode()) == NAME_MAX and long.name.endswith(f"-{digest}")
 
 
@@ -267,5 +267,5 @@ def test_an_out_the_file_system_cannot_hold_is_refused_in_one_line(where, tmp_pa
 
     out = tmp_path / ("x" * 300) if where == "a-long-folder-name" else tmp_path.joinpath(*["d" * 200] * 20)
     with pytest.raises(ConfigError, match="file system allows") as error:
-        replace(tiny_config(out, tmp_path / "store", "finetune")).validate()
+        tiny_config(out, tmp_path / "store", "finetune").validate()
     assert "\n" not in str(error.value)

@@ -16,19 +16,21 @@ from unlearnbench.runner import Runner
 
 def test_seed_alone_keeps_the_identity_it_had_before_seeds_were_split():
     """The name (identity hash) of a `--seed 3` run as it was before the seed parts existed."""
-    config = RunConfig(method="finetune", seed=3, out=Path("runs"))
+    config = RunConfig.from_options(method="finetune", seed=3, out=Path("runs"))
     identity = config.identity({"lr": 0.01}, {"epochs": 2}, 1)
     assert config.run_path(identity).name == "finetune-classwise-digits-smallcnn-T5-seed3-f78b21dc"
-    explicit = RunConfig(method="finetune", seed=3, train_seed=3, unlearn_seed=3, stream_seed=3, out=Path("runs"))
+    explicit = RunConfig.from_options(
+        method="finetune", seed=3, train_seed=3, unlearn_seed=3, stream_seed=3, out=Path("runs")
+    )
     assert explicit.identity({"lr": 0.01}, {"epochs": 2}, 1) == identity  # the same numbers, the same run
 
 
 @pytest.mark.parametrize("part", ["train_seed", "unlearn_seed", "stream_seed"])
 def test_each_seed_part_enters_the_identity(part):
-    config = RunConfig(method="finetune", seed=3, out=Path("runs"), **{part: 4})
+    config = RunConfig.from_options(method="finetune", seed=3, out=Path("runs"), **{part: 4})
     identity = config.identity({}, {}, 1)
     assert getattr(identity, part) == 4 and identity.seed == 3
-    plain = RunConfig(method="finetune", seed=3, out=Path("runs"))
+    plain = RunConfig.from_options(method="finetune", seed=3, out=Path("runs"))
     assert config.run_path(identity) != plain.run_path(plain.identity({}, {}, 1))  # another run, another folder
 
 
@@ -42,7 +44,7 @@ def test_each_seed_part_enters_the_identity(part):
 )
 def test_bad_seed_parts_are_refused_before_loading(values, message, no_datasets, tmp_path):
     with pytest.raises(ConfigError, match=message):
-        Runner.from_config(RunConfig(method="finetune", out=tmp_path, **values))
+        Runner.from_config(RunConfig.from_options(method="finetune", out=tmp_path, **values))
     assert not any(tmp_path.iterdir())
 
 
@@ -115,7 +117,7 @@ def test_unlearn_seeds_make_k_chains_that_differ_only_in_unlearn_seed(tmp_path):
 
     suite = {"out": str(tmp_path), "seeds": [0, 2], "unlearn_seeds": 3, "methods": ["finetune"]}
     cells = check_suite(suite)
-    assert [(c.config.seed, c.config.resolved_seed("unlearn_seed")) for c in cells] == [
+    assert [(c.config.seeds.seed, c.config.seeds.resolved("unlearn_seed")) for c in cells] == [
         (0, 0),
         (0, 1),
         (0, 2),

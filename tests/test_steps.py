@@ -21,7 +21,7 @@ _spec.loader.exec_module(steps)
 
 
 def _count(tmp_path, store, method: str, method_args: dict) -> steps.StepCount:
-    config = RunConfig(
+    config = RunConfig.from_options(
         method=method, method_args=method_args, requests=2, recipe=dict(FAST_RECIPE), out=tmp_path, store=store
     )
     return steps.request_steps(config)
@@ -53,7 +53,7 @@ def test_an_optimizer_off_the_model_is_counted_apart_and_stages_add_up(tmp_path,
 
 
 def test_a_method_refused_in_the_setting_is_a_row_not_a_crash(tmp_path, shared_store):
-    config = RunConfig(method="unsir", stream="random", requests=2, out=tmp_path, store=shared_store)
+    config = RunConfig.from_options(method="unsir", stream="random", requests=2, out=tmp_path, store=shared_store)
     count = steps.request_steps(config)
     assert count.refused and "classwise" in count.refused
 

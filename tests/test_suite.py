@@ -37,11 +37,11 @@ def tiny_suite(tmp_path, **changes) -> dict:
 def test_expand_suite_is_an_ordered_grid(tmp_path):
     suite = tiny_suite(tmp_path, seeds=[0, 1], streams=["classwise", {"stream": "random", "size": 0.05}])
     configs = expand_suite(suite)
-    assert [(c.stream, c.seed, c.method) for c in configs] == [
+    assert [(c.stream.kind, c.seeds.seed, c.method.name) for c in configs] == [
         (stream, seed, method) for stream in ("classwise", "random") for seed in (0, 1) for method in ("finetune", "ga")
     ]
-    assert all(c.store == tmp_path / "store" and c.hardware.accelerator == "cpu" for c in configs)
-    assert configs[1].method_args == {"optim": {"epochs": 1}} and configs[0].method_args == {}
+    assert all(c.output.store == tmp_path / "store" and c.hardware.accelerator == "cpu" for c in configs)
+    assert configs[1].method.args == {"optim": {"epochs": 1}} and configs[0].method.args == {}
     assert not (tmp_path / "runs").exists()
 
 
@@ -57,7 +57,7 @@ def test_settings_lead_the_grid_and_override_common(tmp_path):
         seeds=[0, 1],
     )
     configs = expand_suite(suite)
-    assert [(c.dataset, c.stream, c.seed, c.method) for c in configs] == [
+    assert [(c.data.name, c.stream.kind, c.seeds.seed, c.method.name) for c in configs] == [
         (dataset, stream, seed, method)
         for dataset in ("digits", "synthetic_cifar_mini")
         for stream in ("classwise", "random")
@@ -65,10 +65,10 @@ def test_settings_lead_the_grid_and_override_common(tmp_path):
         for method in ("finetune", "ga")
     ]
     digits, mini = configs[0], configs[8]
-    assert (digits.requests, digits.recipe, digits.hardware.devices) == (2, {"epochs": 2, "lr": 0.1}, 1)
-    assert (mini.requests, mini.recipe, mini.hardware.devices) == (3, {"epochs": 1, "lr": 0.1}, 2)
-    assert mini.hardware.accelerator == "cpu" and mini.logger == "none"
-    assert configs[12].requests == 4  # a stream's own requests override the setting's
+    assert (digits.stream.requests, digits.arch.recipe, digits.hardware.devices) == (2, {"epochs": 2, "lr": 0.1}, 1)
+    assert (mini.stream.requests, mini.arch.recipe, mini.hardware.devices) == (3, {"epochs": 1, "lr": 0.1}, 2)
+    assert mini.hardware.accelerator == "cpu" and mini.output.logger == "none"
+    assert configs[12].stream.requests == 4  # a stream's own requests override the setting's
     assert not (tmp_path / "runs").exists()
 
 
@@ -139,7 +139,7 @@ def test_a_finished_cells_runner_is_freed_before_the_next_cell_runs(tmp_path, mo
     def recording(runner, i, cells, reporter, writes):
         alive_at_start.append(sum(ref() is not None for ref in finished))
         try:
-            if runner.config.method == "ga" and runner.config.seed == 1:
+            if runner.config.method.name == "ga" and runner.config.seeds.seed == 1:
                 runner.run = lambda: 1 / 0  # a failing cell: recorded, its runner freed all the same
             return run_cell(runner, i, cells, reporter, writes)
         finally:
@@ -160,7 +160,7 @@ def test_suite_shares_the_store_records_failures_and_resumes(tmp_path, monkeypat
     original = Runner.serve
 
     def serve(self, request):
-        if self.config.method == "ga":
+        if self.config.method.name == "ga":
             raise RuntimeError("simulated failure")
         return original(self, request)
 
@@ -260,7 +260,7 @@ def test_a_suite_runs_guarded_methods_beside_unguarded_ones(tmp_path):
         ],
     )
     configs = expand_suite(suite)
-    assert [(c.guards, c.guard_args) for c in configs] == [
+    assert [(c.options()["guards"], c.options()["guard_args"]) for c in configs] == [
         ([], {}),
         (["shrink_perturb"], {"shrink_perturb": {"shrink": 0.5}}),
     ]
@@ -283,7 +283,7 @@ def test_a_settings_guards_apply_to_its_methods_and_a_methods_own_replace_them(t
         common={"requests": 2, "guards": ["orthogonal"]},
         methods=["finetune", {"method": "ga", "guards": []}],
     )
-    assert [c.guards for c in expand_suite(suite)] == [["orthogonal"], []]
+    assert [c.guard_names for c in expand_suite(suite)] == [["orthogonal"], []]
     with pytest.raises(SuiteError, match="`guards` of `common` must be a list"):
         expand_suite(tiny_suite(tmp_path, common={"guards": "orthogonal"}))
 
@@ -337,7 +337,27 @@ FULL_RECIPE = {"epochs": 2, "lr": 0.1, "batch_size": 128, "momentum": 0.9, "weig
 
 
 def _option_value(config, option: str):
-    return getattr(config.hardware, option) if hasattr(config.hardware, option) else getattr(config, option)
+    return config.options()[option]
+
+
+def test_a_suite_cell_is_typed_by_runs_parser_and_names_the_run_the_command_line_names(tmp_path):
+    """A cell's options go through `run`'s own parser (`run_options.config_of_options`): a YAML `lr: 1` is the float
+    the method's signature declares, as `--ga.optim.lr 1` is, so both name one run (they named two folders when a
+    cell's values were taken as YAML typed them); a value the parser refuses and no check of ours names is refused
+    in the parser's words, for the cell; devices may be a list, as Lightning takes them."""
+    from unlearnbench.cli import parse_run_args, run_config
+    from unlearnbench.plan import check_suite, resolve_run
+
+    common = {"recipe": FULL_RECIPE, "devices": [0]}
+    (cell,) = check_suite({"out": str(tmp_path), "common": common, "methods": [{"ga": {"optim": {"lr": 1}}}]})
+    argv = ["--method", "ga", "--ga.optim.lr", "1", "--out", str(tmp_path), "--recipe", json.dumps(FULL_RECIPE)]
+    assert resolve_run(run_config(parse_run_args(argv)))[1] == cell.run_dir
+    assert cell.config.method.args == {"optim": {"lr": 1.0}} and isinstance(
+        cell.config.method.args["optim"]["lr"], float
+    )
+    assert cell.config.hardware.devices == [0]
+    with pytest.raises(SuiteError, match=r"cell 1/1 \(digits/smallcnn, salun.*hold"):
+        check_suite({"out": str(tmp_path), "common": common, "methods": [{"salun": {"hold": "nothing"}}]})
 
 
 def test_every_run_option_is_a_suite_key_with_the_same_identity(tmp_path):

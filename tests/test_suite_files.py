@@ -73,7 +73,7 @@ def test_check_lists_every_cell_and_writes_nothing(empty_cwd, no_datasets, capsy
     assert lines[1].split() == ["cell", "setting", "stream", "seed", "method", "run", "directory"]
     assert len(lines) == 2 + 20 + 1
     for line, cell in zip(lines[2:-1], cells, strict=True):
-        assert line.endswith(cell.run_dir.name) and f" {cell.config.method}" in line
+        assert line.endswith(cell.run_dir.name) and f" {cell.config.method.name}" in line
     assert "2 pretrained models and 12 oracles" in lines[-1]
     assert "serves 100 unlearning requests: 60 continual and 40 single-shot" in lines[-1]
     assert list(empty_cwd.iterdir()) == []
@@ -88,7 +88,7 @@ def test_check_reports_where_each_cell_stands_once_runs_exist(empty_cwd, no_data
 
     path = ROOT / "benchmarks" / "suite_cpu.yaml"
     cells = check_suite(load_suite(path))
-    requests = cells[0].config.requests
+    requests = cells[0].config.stream.requests
     runs = [RunDirectory(cell.run_dir) for cell in cells[:5]]
     for run, cell in zip(runs, cells, strict=False):
         run.initialize(cell.identity, {}, np.zeros(1), np.zeros(1))
@@ -159,9 +159,9 @@ def test_the_published_leaderboard_suite_runs_every_registered_method_on_the_mem
     assert suite["settings"] == [{}, {"hparams": tuning["out"]}]
     cells = check_suite(suite)
     both = {name for name in METHODS.names() if METHODS.get(name).streams in (None, ("classwise", "random"))}
-    assert {cell.config.method for cell in cells} == both, "a method that serves both stream kinds joins the suite"
-    assert all(cell.config.method_args == {} for cell in cells)
-    assert {cell.position[0]: cell.config.hparams is not None for cell in cells} == {1: False, 2: True}
+    assert {cell.config.method.name for cell in cells} == both, "a method that serves both stream kinds joins the suite"
+    assert all(cell.config.method.args == {} for cell in cells)
+    assert {cell.position[0]: cell.config.method.hparams is not None for cell in cells} == {1: False, 2: True}
     assert suite["leaderboard"] == "docs/leaderboard"
     assert not (ROOT / "benchmarks" / "fashionmnist.yaml").exists()
 
@@ -190,7 +190,7 @@ def test_the_memorizing_tier_suite_is_the_setting_measured_to_memorize(no_datase
     assert random["size"] * common["dataset_args"]["train_size"] >= 100
     assert suite["seeds"] == [0, 1, 2]
     cells = check_suite(suite)
-    assert all(cell.config.single_shot_at(cell.config.requests) for cell in cells)  # fwd_fail is filled
+    assert all(cell.config.single_shot_at(cell.config.stream.requests) for cell in cells)  # fwd_fail is filled
     spec = importlib.util.spec_from_file_location("plasticity_cpu", ROOT / "benchmarks" / "plasticity_cpu.py")
     plasticity = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(plasticity)
@@ -201,7 +201,7 @@ def test_the_memorizing_tier_suite_is_the_setting_measured_to_memorize(no_datase
         {"method": "rl", "guards": ["ewc"]},
         {"method": "rl", "guards": ["orthogonal", "lwf"]},
     ]
-    assert {cell.config.method: cell.config.guards for cell in check_suite(guarded)}["rl"] in (
+    assert {cell.config.method.name: cell.config.guard_names for cell in check_suite(guarded)}["rl"] in (
         ["ewc"],
         ["orthogonal", "lwf"],
     )

@@ -301,8 +301,14 @@ def write_tuned(folder: Path, hparams: dict, method: str = "finetune") -> Path:
 
 
 def finetune_config(out: Path, store: Path, method_args: dict, hparams: Path | None = None) -> RunConfig:
-    return RunConfig(
-        "finetune", requests=2, recipe=dict(FAST_RECIPE), out=out, store=store, method_args=method_args, hparams=hparams
+    return RunConfig.from_options(
+        method="finetune",
+        requests=2,
+        recipe=dict(FAST_RECIPE),
+        out=out,
+        store=store,
+        method_args=method_args,
+        hparams=hparams,
     )
 
 
@@ -347,7 +353,7 @@ def test_planning_a_run_reads_its_tuned_file_once(tmp_path, monkeypatch):
     folder = write_tuned(tmp_path / "tuned", {"optim": {"lr": 0.037}, "ratio": 0.4}, "salun")
     reads = []
     monkeypatch.setattr(unlearnbench.hparams, "load_tuned", lambda *args: reads.append(args) or load_tuned(*args))
-    plan = plan_run(RunConfig(method="salun", hparams=folder, out=tmp_path / "out"), require_recipe=False)
+    plan = plan_run(RunConfig.from_options(method="salun", hparams=folder, out=tmp_path / "out"), require_recipe=False)
     assert len(reads) == 1 and plan.method.hparams["ratio"] == 0.4
 
 
@@ -414,7 +420,7 @@ def test_tuning_runs_never_enter_a_leaderboard_and_tuned_rows_sit_beside_default
 
 
 def test_a_trial_whose_worker_died_before_its_first_heartbeat_is_failed_not_waited_for(tmp_path):
-    study = open_study(TuneSpec(RunConfig(method="finetune"), out=tmp_path, heartbeat=1))
+    study = open_study(TuneSpec(RunConfig.from_options(method="finetune"), out=tmp_path, heartbeat=1))
     orphan = study.ask()  # RUNNING, with no heartbeat and no worker: as a worker killed right after `ask` leaves it
     live = study.ask()
     live.set_user_attr("worker", "host:1")  # the objective's first write
@@ -486,8 +492,8 @@ def test_a_run_killed_while_initializing_its_directory_resumes_there(tmp_path):
 def test_the_cpu_tune_suite_covers_every_method_with_one_budget(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     specs = suite_specs(load_suite(ROOT / "benchmarks" / "tune_cpu.yaml"))
-    assert sorted(spec.run.method for spec in specs) == METHODS.names()  # `methods: all`: new methods join unasked
-    assert len({(spec.trials, spec.tune_seeds, spec.run.requests, spec.epoch_cap()) for spec in specs}) == 1
+    assert sorted(spec.run.method.name for spec in specs) == METHODS.names()  # `methods: all`: new methods join unasked
+    assert len({(spec.trials, spec.tune_seeds, spec.run.stream.requests, spec.epoch_cap()) for spec in specs}) == 1
     assert specs[0].epoch_cap() == 6  # ceil(20% of digits' 30 epochs)
     for spec in specs:
         spec.validate()
@@ -502,16 +508,16 @@ def test_the_memorizing_tier_tune_suite_gives_every_method_20_trials_per_stream_
     specs = suite_specs(load_suite(ROOT / "benchmarks" / "tune_fashionmnist_mlp.yaml"))
     evaluation = load_suite(ROOT / "benchmarks" / "fashionmnist_mlp.yaml")
     for stream in ("classwise", "random"):
-        tuned = sorted(spec.run.method for spec in specs if spec.run.stream == stream)
+        tuned = sorted(spec.run.method.name for spec in specs if spec.run.stream.kind == stream)
         served = [m for m in METHODS.names() if stream in (getattr(METHODS.get(m), "streams", None) or (stream,))]
         assert tuned == served
-    assert "unsir" not in {spec.run.method for spec in specs if spec.run.stream == "random"}
-    assert len({(spec.trials, spec.tune_seeds, spec.run.requests, spec.epoch_cap()) for spec in specs}) == 1
+    assert "unsir" not in {spec.run.method.name for spec in specs if spec.run.stream.kind == "random"}
+    assert len({(spec.trials, spec.tune_seeds, spec.run.stream.requests, spec.epoch_cap()) for spec in specs}) == 1
     assert specs[0].trials >= 20 and not set(specs[0].tune_seeds) & set(evaluation["seeds"])
     assert specs[0].epoch_cap() == 6  # ceil(20% of the tier recipe's 30 epochs)
     common = evaluation["common"]
     for spec in specs:
-        assert (spec.run.dataset, spec.run.dataset_args, spec.run.arch) == (
+        assert (spec.run.data.name, spec.run.data.args, spec.run.arch.name) == (
             common["dataset"],
             common["dataset_args"],
             common["arch"],
@@ -522,9 +528,24 @@ def test_the_memorizing_tier_tune_suite_gives_every_method_20_trials_per_stream_
 
 def test_a_tune_suite_that_names_a_method_on_a_stream_it_cannot_serve_is_refused(tmp_path):
     suite = {"methods": ["unsir"], "streams": [{"stream": "random"}]}
-    (spec,) = suite_specs(suite, out=tmp_path)
     with pytest.raises(ConfigError, match="serves only classwise"):
-        spec.validate()
+        suite_specs(suite, out=tmp_path)
+
+
+def test_a_study_keeps_its_name_whether_its_size_is_written_1_or_parsed_1_0(tmp_path):
+    """A study is named after its settings (`TuneSpec.study_name`), so that the same command resumes it. A tune suite's
+    `size: 1` is parsed by `run`'s parser as 1.0, as `--size 1` is: both name the study as the suite's YAML integer
+    always did, so a study tuned before keeps its database rows (the name pinned is the CPU tune suite's GA study)."""
+    from unlearnbench.grid import load_suite
+    from unlearnbench.tune import suite_specs, tune_specs
+    from unlearnbench.tune_options import tune_parser
+
+    specs = suite_specs(load_suite(ROOT / "benchmarks" / "tune_cpu.yaml"), out=tmp_path)
+    (ga,) = [spec for spec in specs if spec.run.method.name == "ga"]
+    assert ga.run.stream.size == 1.0 and ga.study_name() == "digits-smallcnn-classwise-ga-4d1cc191"
+    argv = ["--method", "ga", "--size", "1", "--requests", "3", "--tune_seeds", "100", "--trials", "4"]
+    (cli,) = tune_specs(tune_parser().parse_args([*argv, "--out", str(tmp_path)]))
+    assert cli.study_name() == ga.study_name()
 
 
 def test_dataset_and_arch_arguments_reach_every_trial_and_name_their_own_study(tmp_path):
@@ -535,8 +556,8 @@ def test_dataset_and_arch_arguments_reach_every_trial_and_name_their_own_study(t
     }
     (subset,) = suite_specs(suite, out=tmp_path)
     config = subset.run_config(100, {})
-    assert (config.dataset_args, config.arch_args) == ({"train_size": 800}, {"width": 8})
-    whole = TuneSpec(RunConfig(method="ga"), out=tmp_path)
+    assert (config.data.args, config.arch.args) == ({"train_size": 800}, {"width": 8})
+    whole = TuneSpec(RunConfig.from_options(method="ga"), out=tmp_path)
     assert whole.study_name() != subset.study_name()
     # a study of the whole dataset is named as before these arguments existed; the name changed once since, when the
     # space's names became paths (`optim.lr`): an Optuna study holds one name per parameter, so no study of `lr` resumes
@@ -553,7 +574,7 @@ def test_a_question_mark_in_out_keeps_the_study_database_inside_the_folder(tmp_p
 
     for name in ("a?b", "c#d", "e%3Ff"):
         out = tmp_path / name
-        open_study(TuneSpec(RunConfig(method="finetune"), out=out, trials=2))
+        open_study(TuneSpec(RunConfig.from_options(method="finetune"), out=out, trials=2))
         assert (out / "studies.db").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a?b", "c#d", "e%3Ff"]
 
@@ -585,7 +606,7 @@ def test_two_workers_with_one_sampler_seed_draw_different_values_and_each_trial_
     from unlearnbench.tune import TuneSpec, open_study
 
     def first_values(out: Path) -> list[dict]:
-        spec = TuneSpec(RunConfig(method="finetune"), out=out, trials=4, sampler_seed=7)
+        spec = TuneSpec(RunConfig.from_options(method="finetune"), out=out, trials=4, sampler_seed=7)
         workers = [open_study(spec) for _ in range(2)]  # two processes' studies, one storage
         return [sample(spec.space(), worker.ask()) for worker in workers]
 

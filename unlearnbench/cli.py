@@ -1,4 +1,5 @@
-"""`unlearnbench run | list`: the command line (jsonargparse, typed from the classes' signatures).
+"""`unlearnbench run | list`: the command line (jsonargparse, typed from the classes' signatures; `run`'s parser is
+`run_options.run_parser`, which parses suite cells and tune studies too).
 
 A method's hyperparameters are a group named after the method, read from its `__init__`
 signature: `unlearnbench run --method salun --salun.ratio 0.3`, or in a `--config` YAML file
@@ -21,20 +22,16 @@ from contextvars import ContextVar
 from dataclasses import fields
 from pathlib import Path
 from types import UnionType
-from typing import TYPE_CHECKING, get_args, get_origin, get_type_hints
+from typing import get_args, get_origin, get_type_hints
 
 import yaml
-from jsonargparse import ActionConfigFile, ArgumentParser, Namespace
 from jsonargparse import ArgumentError as JsonArgumentError
+from jsonargparse import Namespace
 
-from unlearnbench.early_checks import check_section
 from unlearnbench.errors import ConfigError, excerpt, print_warnings_as_lines
 from unlearnbench.interrupt import Interrupted, exit_process, ignore_late_signals, interruptible
 from unlearnbench.io import load_yaml
-from unlearnbench.parsers import add_field_options, command_parser
-
-if TYPE_CHECKING:  # the CLI imports the package lazily, so that `--help` and `list` stay instant
-    from unlearnbench.config import RunConfig
+from unlearnbench.run_options import check_sections, method_options, parse_tuned, run_config, run_parser
 
 EXIT_USAGE = 2
 EXIT_DIVERGED = 3
@@ -138,18 +135,18 @@ def _given(argv: list[str]) -> dict[str, object]:
 
 @functools.cache
 def _early_options() -> dict[str, type]:
-    """The run's own options checked before anything heavy is imported (each `RunConfig` option that holds a number,
-    a flag or a list), and how a command-line text becomes their value: the field's type, `None` aside."""
-    from unlearnbench.config import RunConfig
+    """The run's own options checked before anything heavy is imported (each run option that holds a number, a flag
+    or a list), and how a command-line text becomes their value: the field's type, `None` aside."""
+    from unlearnbench.config import RUN_OPTIONS
 
-    hints, kinds = get_type_hints(RunConfig), {}
-    for spec in fields(RunConfig):
-        hint = hints[spec.name]
+    kinds = {}
+    for name, (_, cls, spec) in RUN_OPTIONS.items():
+        hint = get_type_hints(cls)[spec.name]
         if get_origin(hint) is UnionType:  # `int | None`: an int, or null
             hint = next(arg for arg in get_args(hint) if arg is not type(None))
         kind = get_origin(hint) or hint
         if spec.metadata.get("help") and kind in (int, float, bool, list):
-            kinds[spec.name] = kind
+            kinds[name] = kind
     return kinds
 
 
@@ -283,7 +280,7 @@ def _parse_own_options(argv: list[str], given: dict[str, object]):
         args = parser.parse_args(own)
     except JsonArgumentError as error:
         raise UsageError(str(error)) from error
-    _check_sections(parser, args, known)
+    check_sections(parser, args, known)
     return args, known
 
 
@@ -299,17 +296,6 @@ def _known_groups(given: dict[str, object], method: str | None, guards: list[str
     if method is not None and "hparams" not in given:
         chosen[method] = ("methods", method)
     return {key: group for key, group in chosen.items() if known_arguments.options(*group) is not None}
-
-
-def _check_sections(parser: ArgumentParser, args, keys) -> None:
-    """The groups among `keys` parsed as a mapping: a --config file's `salun: 3` is taken by the parser as the group's
-    value, which no run can read (`early_checks.check_section`); `salun: null` stands for the defaults."""
-    for key in keys:
-        group = args.get(key)
-        if not isinstance(group, Namespace):
-            # (jsonargparse offers no public listing of a group's options)
-            names = dict.fromkeys(a.dest.split(".")[1] for a in parser._actions if a.dest.startswith(f"{key}."))
-            check_section(key, group, names)
 
 
 def _check_known_groups(args, known: dict) -> None:
@@ -392,112 +378,6 @@ def _chosen_guards(argv: list[str]) -> tuple[list[str], list[str]]:
     return names, rest
 
 
-def run_parser(
-    method: str | None, guards: list[str] = (), dataset: str | None = "digits", arch: str | None = "smallcnn"
-) -> ArgumentParser:
-    """`run`'s parser: an option for each `RunConfig` field that is one (`config.option`: type, default and help
-    declared there), in the fields' order, the groups of `dataset`, `arch`, `method` and `guards` among them; with
-    none of those (None, ()) it holds `run`'s own options only and imports nothing heavy (`_parse_own_options`)."""
-    from unlearnbench.config import Hardware, RunConfig
-    from unlearnbench.registry import GUARDS, METHODS
-
-    parser = command_parser(
-        "run",
-        "Run one method over one request stream. A method's hyperparameters, with their descriptions and "
-        "valid ranges, are listed by `unlearnbench run --method NAME --help`.",
-    )
-    parser.add_argument("--config", action=ActionConfigFile, help="YAML file with any of these options")
-    parser.add_argument(
-        "--method",
-        type=str,
-        required=True,
-        help=f"one of: {', '.join(METHODS.catalog())}; its hyperparameters: run --method NAME --help",
-    )
-    for spec in fields(RunConfig):
-        if spec.metadata.get("help"):
-            add_field_options(parser, RunConfig, [spec.name])
-        elif spec.name == "dataset_args":
-            _add_dataset_arguments(parser, dataset)
-        elif spec.name == "arch_args":
-            _add_arch_arguments(parser, arch)
-        elif spec.name == "hardware":
-            add_field_options(parser, Hardware, [field.name for field in fields(Hardware)])
-    parser.add_argument("--quiet", type=bool, nargs="?", const=True, default=False, help="only errors and warnings")
-    if method in METHODS:
-        _add_method_arguments(parser, method)
-    parser.add_argument(
-        "--guards", type=list[str], default=[], help=f"--guard NAME (repeatable, or a,b): {', '.join(GUARDS.catalog())}"
-    )
-    for guard in guards:
-        parser.add_class_arguments(GUARDS.get(guard), nested_key=guard, help=f"arguments of guard {guard}")
-    return parser
-
-
-def _add_dataset_arguments(parser: ArgumentParser, dataset: str) -> None:
-    """`--dataset_args.<key>` for each argument of `dataset` (its factory's keywords, train_size and test_size)."""
-    from unlearnbench.registry import DATASETS
-
-    if dataset in DATASETS:
-        from unlearnbench.data.cache import dataset_parameters
-
-        for key, (kind, default) in dataset_parameters(dataset).items():
-            parser.add_argument(
-                f"--dataset_args.{key}", type=kind, default=default, help=f"dataset argument of {dataset}"
-            )
-
-
-def _add_arch_arguments(parser: ArgumentParser, arch: str) -> None:
-    """`--arch_args.<key>` for each argument of `arch` its factory takes and the dataset does not fix."""
-    from unlearnbench.registry import ARCHS
-
-    if arch in ARCHS:
-        from unlearnbench.training import arch_parameters
-
-        for key, default in arch_parameters(arch).items():
-            parser.add_argument(
-                f"--arch_args.{key}", type=type(default), default=default, help=f"arch argument of {arch}"
-            )
-
-
-def _add_method_arguments(parser: ArgumentParser, method: str) -> None:
-    """`--<method>.<argument>` (a group's fields `--<method>.optim.<setting>`), described by the method's docstring
-    (`Args:`; a group's by its class's), each with its valid range (named by path: `optim.lr`)."""
-    from unlearnbench.ranges import valid_ranges
-    from unlearnbench.registry import METHODS
-
-    cls = METHODS.get(method)
-    parser.add_class_arguments(cls, nested_key=method, help=f"hyperparameters of {method}")
-    ranges = valid_ranges(cls)
-    for action in parser._actions:  # jsonargparse offers no public way to extend a generated help line
-        name = action.dest.removeprefix(f"{method}.")
-        if action.dest.startswith(f"{method}.") and name in ranges:
-            action.help = f"{(action.help or '').rstrip('.')}; valid: {ranges[name].describe(name)}".lstrip("; ")
-
-
-def run_config(args) -> RunConfig:
-    """The `RunConfig` of parsed `run` options (the suite builds the same from a cell's keys)."""
-    from unlearnbench.config import Hardware, RunConfig
-
-    built = {  # the options a parsed value does not give as it is
-        "dataset_args": _group(args, "dataset_args"),
-        "arch_args": _group(args, "arch_args"),
-        "method_args": _group(args, args.method),
-        "guards": list(args.guards),
-        "guard_args": {guard: dict(args.get(guard) or {}) for guard in args.guards},
-        "recipe": dict(args.recipe),
-        "hardware": Hardware(args.accelerator, args.devices, args.strategy, args.num_nodes, args.precision),
-    }
-    # every other field is the option of its name (`split` is the tuner's, not an option of `run`)
-    parsed = {f.name: args.get(f.name) for f in fields(RunConfig) if f.name not in built and f.name in args}
-    return RunConfig(**parsed, **built)
-
-
-def _group(args, name: str) -> dict:
-    """A nested group of parsed options (`dataset_args`, a method's) as a plain dict (its groups too); empty when absent."""
-    group = args.get(name)
-    return dict(group.as_dict() if hasattr(group, "as_dict") else group or {})
-
-
 def parse_run_args(argv: list[str]):
     """`run`'s command line (and --config files, a run's own `config.yaml` among them) parsed; raises UsageError for
     bad input."""
@@ -523,15 +403,12 @@ def _parse_run_args(argv: list[str]):
     argv = _argument_groups(argv)
     parser = run_parser(method, guards, _chosen(given, "dataset") or "digits", _chosen(given, "arch") or "smallcnn")
     try:
-        args = parser.parse_args(argv)
-        if args.hparams is not None:  # tuned values become the method's defaults; explicit arguments still win
-            parser.set_defaults(_tuned_defaults(args))
-            args = parser.parse_args(argv)
+        args = parse_tuned(parser, lambda parser: parser.parse_args(argv))
     except JsonArgumentError as error:
         raise UsageError(str(error)) from error
     except KeyError as error:
         raise UsageError(str(error).strip("'\"")) from error
-    _check_sections(parser, args, ("dataset_args", "arch_args", *([method] if method else []), *guards))
+    check_sections(parser, args, ("dataset_args", "arch_args", *([method] if method else []), *guards))
     return args
 
 
@@ -581,7 +458,7 @@ def _record_arguments(path: str, record: dict) -> list[str]:
             for key, value in (getattr(identity, group) or {}).items()
             for arg in (f"--{group}.{key}", _option_text(value))
         ]
-    for name, value in _method_options(identity.method, identity.method_args).items():
+    for name, value in method_options(identity.method, identity.method_args).items():
         argv += [f"--{name}", _option_text(value)]
     for guard in identity.guards or []:
         ((name, args),) = guard.items()
@@ -642,31 +519,6 @@ def cmd_run(argv: list[str]) -> int:
         print(f"unlearnbench: request {result.summary.diverged_at} diverged; see {result.run_dir}", file=sys.stderr)
         return EXIT_DIVERGED
     return 0
-
-
-def _tuned_defaults(args) -> dict:
-    from unlearnbench.config import ConfigError
-    from unlearnbench.hparams import load_tuned
-    from unlearnbench.ranges import groups, parameters, paths
-    from unlearnbench.registry import METHODS
-
-    cls = METHODS.get(args.method)
-    values = load_tuned(args.hparams, args.dataset, args.arch, args.stream, args.method)["hparams"]
-    unknown = sorted(set(paths(values, groups(cls))) - set(parameters(cls)))
-    if unknown:
-        raise ConfigError(f"tuned file for {args.method} sets {', '.join(unknown)}, which it has no argument for")
-    return _method_options(args.method, values)
-
-
-def _method_options(method: str, values: dict) -> dict:
-    """A method's hyperparameters (a group nested: `optim: {lr: ...}`, as tuned files and run records hold them) as
-    its `run` options (`salun.optim.lr`: a group's fields one option each)."""
-    from unlearnbench.methods.base import method_arguments
-    from unlearnbench.ranges import groups, paths
-    from unlearnbench.registry import METHODS
-
-    cls = METHODS.get(method)
-    return {f"{method}.{name}": value for name, value in paths(method_arguments(cls, values), groups(cls)).items()}
 
 
 def cmd_list(argv: list[str]) -> int:

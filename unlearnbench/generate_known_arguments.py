@@ -14,7 +14,7 @@ from importlib import metadata
 from unlearnbench.known_arguments import KNOWN_ARGUMENTS, TYPE_NAMES
 
 #: The file's sections: the registry each describes (its attribute in `unlearnbench.registry`), the argument of
-#: `cli.run_parser` that chooses one of its entries, and the key its arguments are given under on the command line
+#: `run_options.run_parser` that chooses one of its entries, and the key its arguments are given under on the command line
 #: (`--dataset_args.train_size`; None: the entry's name, `--salun.ratio`).
 SECTIONS = {
     "methods": ("METHODS", "method", None),
@@ -26,12 +26,12 @@ SECTIONS = {
 
 def generate() -> dict:
     """The file's content, read from the live classes (imports torch and Lightning): the options of each built-in
-    as `run`'s parser makes them (`cli.run_parser`), the ranges and sizes as `RunConfig.validate` reads them, and the
-    words the hardware options take as the installed Lightning lists them (`config.Hardware.choices`)."""
+    as `run`'s parser makes them (`run_options.run_parser`), the ranges and sizes as `RunConfig.validate` reads them,
+    and the words the hardware options take as the installed Lightning lists them (`config.Hardware.choices`)."""
     from unlearnbench import registry
-    from unlearnbench.cli import run_parser
     from unlearnbench.config import Hardware
     from unlearnbench.ranges import valid_ranges as class_ranges
+    from unlearnbench.run_options import run_parser
 
     content = {}
     for section, (attribute, argument, key) in SECTIONS.items():

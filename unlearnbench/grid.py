@@ -17,26 +17,24 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from unlearnbench.config import Hardware, RunConfig
+from unlearnbench.config import RUN_OPTIONS
 from unlearnbench.early_checks import check_run_options
 from unlearnbench.errors import ConfigError
 from unlearnbench.io import check_writable_directory, load_yaml
 
 TOP_KEYS = {"out", "store", "leaderboard", "common", "settings", "methods", "streams", "seeds", "unlearn_seeds"}
-#: The hardware of a run (`config.Hardware`, passed to Lightning unchanged): a suite sets it like any run option.
-HARDWARE_KEYS = tuple(spec.name for spec in fields(Hardware))
-#: `RunConfig` fields a suite may not set in `common` or a setting: the grid's own axes (method, stream, seed), what
-#: a `methods` entry or the file's top level sets, one run's own folder, the tuner's split, and `hardware`, whose
-#: fields are keys of their own.
-NOT_COMMON = {"method", "stream", "seed", "method_args", "guard_args", "out", "store", "run_dir", "split", "hardware"}
-#: RunConfig fields a suite may set in `common` or a setting: every other run option, so a new one is a suite key too.
-COMMON_KEYS = {spec.name for spec in fields(RunConfig)} - NOT_COMMON | set(HARDWARE_KEYS)
+#: Run options a suite may not set in `common` or a setting: the grid's own axes (method, stream, seed), what a
+#: `methods` entry or the file's top level sets, one run's own folder and the tuner's split.
+NOT_COMMON = {"method", "stream", "seed", "method_args", "guard_args", "out", "store", "run_dir", "split"}
+#: Run options a suite may set in `common` or a setting (`guards` among them): every other one, hardware included, so
+#: a new run option is a suite key too.
+COMMON_KEYS = {*RUN_OPTIONS, "guards"} - NOT_COMMON
 STREAM_KEYS = {"stream", "size", "requests"}
 #: Mappings a setting merges key by key into `common`'s instead of replacing them.
 MERGED_KEYS = ("recipe", "dataset_args", "arch_args")

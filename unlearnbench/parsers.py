@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
-from dataclasses import MISSING, fields
+from dataclasses import MISSING, Field
 from typing import Literal, get_origin, get_type_hints
 
 from jsonargparse import ArgumentParser, DefaultHelpFormatter
@@ -43,22 +43,21 @@ def _hints(cls: type) -> dict[str, object]:
     return get_type_hints(cls)
 
 
-def add_field_options(parser: ArgumentParser, cls: type, names: Iterable[str]) -> None:
-    """`--name` (and `--name-with-dashes`) for each of `names`, a field of dataclass `cls` declared with
-    `config.option`: its type, default and help are the field's, so an option is declared once, where the run
-    holds it. A choice among words (`Literal`) is parsed as a word, so that the run's own check names the choices
-    in one line; a flag may be given bare (`--download`)."""
+def add_field_options(container, declared: Iterable[tuple[str, type, Field]]) -> None:
+    """`--name` (and `--name-with-dashes`) for each (name, class, field) of `declared`: a run option, a field of one of
+    the run's parts declared with `config.option` (`config.declared_options`), on a parser or one of its sections.
+    Its type, default and help are the field's, so an option is declared once, where the run holds it. A choice
+    among words (`Literal`) is parsed as a word, so that the run's own check names the choices in one line; a flag
+    may be given bare (`--download`)."""
     from unlearnbench import registry
 
-    declared = {f.name: f for f in fields(cls)}
-    hints = _hints(cls)
-    for name in names:
-        spec = declared[name]
-        kind = str if get_origin(hints[name]) is Literal else hints[name]
+    for name, cls, spec in declared:
+        hint = _hints(cls)[spec.name]
+        kind = str if get_origin(hint) is Literal else hint
         default = spec.default_factory() if spec.default is MISSING else spec.default
         help_text = spec.metadata["help"]
         if spec.metadata["registry"]:
             help_text += f"; one of: {', '.join(getattr(registry, spec.metadata['registry']).catalog())}"
         flag = {"nargs": "?", "const": True} if kind is bool else {}
         spellings = dict.fromkeys([f"--{name}", f"--{name.replace('_', '-')}"])
-        parser.add_argument(*spellings, type=kind, default=default, help=help_text, **flag)
+        container.add_argument(*spellings, type=kind, default=default, help=help_text, **flag)

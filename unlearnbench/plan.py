@@ -18,14 +18,15 @@ import json
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
-from unlearnbench.config import ConfigError, Hardware, RunConfig
+from unlearnbench.config import ConfigError, RunConfig
 from unlearnbench.data.base import data_root
 from unlearnbench.evaluation.keys import BROKEN_METRIC_PLUGINS, METRIC_KEYS
-from unlearnbench.grid import HARDWARE_KEYS, SuiteError, cell_label, cell_options, select_shard
+from unlearnbench.grid import SuiteError, cell_label, cell_options, select_shard
 from unlearnbench.methods.base import UnlearningMethod
 from unlearnbench.recipe import Recipe
 from unlearnbench.records import MeasuredCost, RunIdentity
 from unlearnbench.registry import METHODS, STREAMS
+from unlearnbench.run_options import config_of_options
 from unlearnbench.rundir import RunDirectory, refuse_a_run_missing_metrics
 
 
@@ -39,12 +40,15 @@ class GridConfig:
 
 def suite_grid(suite: dict, out: Path | None = None, logger: str | None = None) -> list[GridConfig]:
     """The grid in run order, each cell with its position and `RunConfig` (`grid.cell_options`: the schema and the
-    merge order); its cells not yet resolved."""
+    merge order), its options parsed by `run`'s parser (`run_options.config_of_options`); its cells not yet
+    resolved."""
+    options = cell_options(suite, out, logger)
     cells = []
-    for cell in cell_options(suite, out, logger):
-        options = dict(cell.options)
-        hardware = Hardware(**{key: options.pop(key) for key in HARDWARE_KEYS if key in options})
-        cells.append(GridConfig(cell.position, RunConfig(hardware=hardware, **options)))
+    for i, cell in enumerate(options, start=1):
+        try:
+            cells.append(GridConfig(cell.position, config_of_options(cell.options)))
+        except ConfigError as error:
+            raise SuiteError(f"{cell_label(i, len(options), cell.options)}: {error}") from None
     return cells
 
 
@@ -95,7 +99,7 @@ def check_suite(suite: dict, out: Path | None = None, logger: str | None = None)
     cells: list[Cell] = []
     seen: dict[Path, int] = {}
     for i, item in enumerate(grid, start=1):
-        label = cell_label(i, len(grid), vars(item.config))
+        label = cell_label(i, len(grid), item.config.options())
         try:
             cell = _resolve(item)
         except (TypeError, ValueError) as error:  # ConfigError, StreamError and unknown names are ValueErrors
@@ -125,13 +129,15 @@ def plan_run(config: RunConfig, require_recipe: bool = True) -> RunPlan:
     """
     config.validate()  # names, numbers, hardware and, for datasets of known size, the stream's sizes
     try:
-        method = METHODS.get(config.method)(**config.method_kwargs())
+        method = METHODS.get(config.method.name)(**config.method_kwargs())
     except (TypeError, ValueError) as error:
-        raise ConfigError(f"invalid arguments for method {config.method!r}: {error}") from error
+        raise ConfigError(f"invalid arguments for method {config.method.name!r}: {error}") from error
+    arch = config.arch
     recipe = (
-        _recipe(config) if require_recipe else replace(Recipe.for_setting(config.dataset, config.arch), **config.recipe)
+        _recipe(config) if require_recipe else replace(Recipe.for_setting(config.data.name, arch.name), **arch.recipe)
     )
-    size = STREAMS.get(config.stream).default_size if config.size is None else config.size
+    stream = config.stream
+    size = STREAMS.get(stream.kind).default_size if stream.size is None else stream.size
     identity = config.identity(dict(method.hparams), recipe.as_dict(), size)
     run_dir = config.run_path(identity)
     refuse_a_run_missing_metrics(run_dir, identity, METRIC_KEYS, BROKEN_METRIC_PLUGINS)  # before: it names the cause
@@ -151,21 +157,22 @@ def _recipe(config: RunConfig) -> Recipe:
     `unlearnbench run` falls back on `Recipe`'s generic defaults when a setting has no file; a
     suite, whose models are what gets published, must name its recipe: a file, or every key.
     """
-    path = Recipe.path_for(config.dataset, config.arch)
-    missing = [f.name for f in fields(Recipe) if f.name not in config.recipe]
+    dataset, arch = config.data.name, config.arch
+    path = Recipe.path_for(dataset, arch.name)
+    missing = [f.name for f in fields(Recipe) if f.name not in arch.recipe]
     if missing and not path.is_file():
         raise ConfigError(
-            f"no recipe unlearnbench/recipes/{path.name} for ({config.dataset}, {config.arch}): add one that cites its "
+            f"no recipe unlearnbench/recipes/{path.name} for ({dataset}, {arch.name}): add one that cites its "
             f"source, or give {', '.join(missing)} in `recipe`"
         )
-    return replace(Recipe.for_setting(config.dataset, config.arch), **config.recipe)
+    return replace(Recipe.for_setting(dataset, arch.name), **arch.recipe)
 
 
 def _check_data_dirs(cells: list[Cell]) -> None:
     """One folder per dataset name: the model store and run directories know a dataset by name only."""
     folders: dict[str, set[Path]] = {}
     for cell in cells:
-        folders.setdefault(cell.config.dataset, set()).add(data_root(cell.config.data_dir))
+        folders.setdefault(cell.config.data.name, set()).add(data_root(cell.config.data.dir))
     for dataset, paths in folders.items():
         if len(paths) > 1:
             raise SuiteError(
@@ -189,9 +196,10 @@ def models_to_train(cells: list[Cell]) -> tuple[int, int]:
         config = cell.config
         key = _pretrained_key(cell)
         pretrained.add(key)
-        if config.oracle == "retrain":
-            stream = (config.stream, cell.identity.size, config.requests, config.resolved_seed("stream_seed"))
-            scheduled = [t for t in range(1, config.requests + 1) if config.oracle_at(t)]
+        if config.protocol.oracle == "retrain":
+            requests = config.stream.requests
+            stream = (config.stream.kind, cell.identity.size, requests, config.seeds.resolved("stream_seed"))
+            scheduled = [t for t in range(1, requests + 1) if config.oracle_at(t)]
             oracles.update((*key[:-1], *stream, seed, t) for seed in config.oracle_train_seeds for t in scheduled)
     return len(pretrained), len(oracles)
 
@@ -208,16 +216,17 @@ def unlearning_fits(cells: list[Cell]) -> tuple[int, int]:
     continual, single_shot = 0, set()
     for cell in cells:
         config = cell.config
-        continual += config.requests
+        requests = config.stream.requests
+        continual += requests
         setting = json.dumps(
             [_pretrained_key(cell), cell.identity.method, cell.identity.method_args, cell.identity.guards],
             sort_keys=True,
         )
-        seeds = (config.resolved_seed("stream_seed"), config.resolved_seed("unlearn_seed"), config.seed)
-        stream = (config.stream, cell.identity.size, config.requests, config.mia_protocol, *seeds)
+        seeds = (config.seeds.resolved("stream_seed"), config.seeds.resolved("unlearn_seed"), config.seeds.seed)
+        stream = (config.stream.kind, cell.identity.size, requests, config.protocol.mia_protocol, *seeds)
         single_shot |= {
             (setting, stream, t, kind)
-            for t in range(2, config.requests + 1)
+            for t in range(2, requests + 1)
             if config.single_shot_at(t)
             for kind in config.single_shot_kinds
         }
@@ -229,7 +238,7 @@ def _pretrained_key(cell: Cell) -> tuple:
     config = cell.config
     data = json.dumps([cell.identity.dataset_args, cell.identity.arch_args], sort_keys=True)
     recipe = json.dumps(cell.identity.recipe, sort_keys=True)
-    return (config.dataset, data, config.arch, recipe, config.resolved_seed("train_seed"))
+    return (config.data.name, data, config.arch.name, recipe, config.seeds.resolved("train_seed"))
 
 
 def _plural(count: int, word: str) -> str:
@@ -240,7 +249,7 @@ def grid_summary(cells: list[Cell]) -> str:
     """`4 settings x 2 streams x 3 seeds x 5 methods = 120 cells`: the grid's shape, as suite files quote it;
     `... x 1 seed x 8 chains x ...` where `unlearn_seeds` runs several chains per seed."""
     settings, streams, seeds_and_chains, methods = (max(cell.position[k] for cell in cells) for k in range(4))
-    seeds = len({cell.config.seed for cell in cells})
+    seeds = len({cell.config.seeds.seed for cell in cells})
     chains = seeds_and_chains // seeds
     shape = [(settings, "setting"), (streams, "stream"), (seeds, "seed")]
     shape += [(chains, "chain")] if chains > 1 else []
@@ -256,7 +265,7 @@ def cell_status(cell: Cell) -> str:
     run = RunDirectory(cell.run_dir)
     if not run.path.is_dir():
         return ""
-    summary, requests = run.summary(), cell.config.requests
+    summary, requests = run.summary(), cell.config.stream.requests
     if summary is not None and summary.status == "diverged":
         return f"diverged at t={summary.diverged_at}"
     if summary is not None and summary.requests_done >= requests:
@@ -279,7 +288,7 @@ def check_report(source: str, cells: list[Cell], shard: tuple[int, int] | None =
     of the cells have run directories, a `status` column (`cell_status`), a count of them and what their finished
     requests cost (`RequestRecord.cost`) follow, so a long grid's progress and cost are read with the same command
     that planned it."""
-    lines = [f"{source}: {grid_summary(cells)}; run directories in {cells[0].config.out}"]
+    lines = [f"{source}: {grid_summary(cells)}; run directories in {cells[0].config.output.out}"]
     numbered = list(enumerate(cells, start=1))
     if shard is not None:
         numbered = select_shard(numbered, shard)
@@ -289,14 +298,14 @@ def check_report(source: str, cells: list[Cell], shard: tuple[int, int] | None =
     rows = [("cell", "setting", "stream", "seed", "method", "run directory", *(["status"] if shown else []))]
     for (i, cell), status in zip(numbered, statuses, strict=True):
         config = cell.config
-        args = ", ".join(f"{k}={v}" for k, v in config.method_args.items())
-        method = "+".join([config.method, *config.guards])
+        args = ", ".join(f"{k}={v}" for k, v in config.method.args.items())
+        method = "+".join([config.method.name, *config.guard_names])
         rows.append(
             (
                 str(i),
-                f"{cell.position[0]} {config.dataset}/{config.arch}",
-                f"{config.stream}:{cell.identity.size} T={config.requests}",
-                str(config.seed),
+                f"{cell.position[0]} {config.data.name}/{config.arch.name}",
+                f"{config.stream.kind}:{cell.identity.size} T={config.stream.requests}",
+                str(config.seeds.seed),
                 f"{method}({args})" if args else method,
                 cell.run_dir.name,
                 *([status] if shown else []),

@@ -144,19 +144,19 @@ class Runner:
         device = self.eval_device if self.eval_device.type == "cuda" and self.single_process else None
         try:
             self.dataset = (datasets or DatasetCache()).load(
-                config.dataset, config.data_dir, config.download, device, config.dataset_args
+                config.data.name, config.data.dir, config.data.download, device, config.data.args
             )
         except DatasetError as error:
             raise ConfigError(str(error)) from error
-        if config.split == "validation":  # tuning: the test split is not even in memory for this run
+        if config.data.split == "validation":  # tuning: the test split is not even in memory for this run
             self.dataset = validation_view(self.dataset)
         try:
-            check_stream(self.dataset, config.stream, config.requests, self.identity.size)
+            check_stream(self.dataset, config.stream.kind, config.stream.requests, self.identity.size)
         except StreamError as error:
             raise ConfigError(str(error)) from error
         self._stream: RequestStream | None = None  # built on first use (`stream`)
         try:  # plasticity guards: callbacks of every unlearning fit, their state saved with the method's
-            self.guards = build_guards(config.guards, config.guard_args)
+            self.guards = guards_of(config)
         except (TypeError, ValueError) as error:
             raise ConfigError(f"invalid guard arguments: {error}") from error
         self.store = ModelStore(config.store_dir)
@@ -167,7 +167,7 @@ class Runner:
         self.nodes = NodeGroup.from_environment(config.hardware.num_nodes, self.run_dir.path.name)
         self.train_labels = self.dataset.train.labels.cpu().numpy()
         self.test_labels = self.dataset.test.labels.cpu().numpy()
-        # The experiment logger of this session (`config.logger`), opened by run(); none until then.
+        # The experiment logger of this session (`config.output.logger`), opened by run(); none until then.
         self.run_logger = RunLogger(self.run_dir.path, self.identity, self.run_dir.path.name)
         #: the request under way (pretraining counts as part of the first request served), for an interruption's message
         self.current_request = 1
@@ -183,12 +183,12 @@ class Runner:
             config = self.config
             self._stream = RequestStream(
                 self.dataset,
-                config.stream,
-                config.requests,
-                config.size,
-                config.resolved_seed("stream_seed"),
-                batch_seed=config.resolved_seed("unlearn_seed"),
-                memorization=self.memorization() if reads_memorization(config.stream) else None,
+                config.stream.kind,
+                config.stream.requests,
+                config.stream.size,
+                config.seeds.resolved("stream_seed"),
+                batch_seed=config.seeds.resolved("unlearn_seed"),
+                memorization=self.memorization() if reads_memorization(config.stream.kind) else None,
             )
         return self._stream
 
@@ -255,14 +255,15 @@ class Runner:
     def model_spec(self, excluded: np.ndarray, train_seed: int, batched: bool = False) -> ModelSpec:
         """The store's key for the model trained from scratch on train minus `excluded` with `train_seed` (`batched`:
         in a group by one batched fit)."""
+        data, arch = self.config.data, self.config.arch
         return ModelSpec(
-            self.config.dataset if self.config.split == "test" else f"{self.config.dataset}:{self.config.split}",
-            self.config.arch,
+            data.name if data.split == "test" else f"{data.name}:{data.split}",
+            arch.name,
             self.recipe.as_dict(),
             train_seed,
             tuple(excluded.tolist()),
             data=self.dataset.fingerprint,
-            arch_args=check_arch_args(self.config.arch, self.config.arch_args),
+            arch_args=check_arch_args(arch.name, arch.args),
             batched=batched,
         )
 
@@ -271,7 +272,7 @@ class Runner:
     ) -> nn.Module:
         """The model trained from scratch on train minus `excluded` with `train_seed` (default: the run's),
         from the store or trained now (`batched`: the model `train_models_together` trains, here in a group of one)."""
-        train_seed = self.config.resolved_seed("train_seed") if train_seed is None else train_seed
+        train_seed = self.config.seeds.resolved("train_seed") if train_seed is None else train_seed
         spec = self.model_spec(excluded, train_seed, batched)
         keep = np.setdiff1d(np.arange(len(self.train_labels)), excluded)
 
@@ -283,14 +284,14 @@ class Runner:
 
             def fit(recipe: Recipe) -> nn.Module:
                 return train_from_scratch(
-                    self.dataset, self.config.arch, recipe, keep, seed, make_trainer, spec.arch_args
+                    self.dataset, self.config.arch.name, recipe, keep, seed, make_trainer, spec.arch_args
                 )
 
             if not len(excluded):  # a pretraining recipe that diverges is the user's to fix: the store says how
                 return fit(self.recipe).state_dict()
             return refit_until_finite(fit, self.recipe, label).state_dict()
 
-        model = build_model(self.config.arch, self.dataset, spec.arch_args)
+        model = build_model(self.config.arch.name, self.dataset, spec.arch_args)
         model.load_state_dict(self.nodes.get_or_train(self.store, spec, train, model_shapes(model)))
         return model.eval()
 
@@ -300,7 +301,7 @@ class Runner:
         seeds = [derived_seed(spec.seed, 0) for spec in specs]
         make_trainer = partial(self.trainer, label=label)
         arch_args = specs[0].arch_args
-        return train_together(self.dataset, self.config.arch, self.recipe, keep, seeds, make_trainer, arch_args)
+        return train_together(self.dataset, self.config.arch.name, self.recipe, keep, seeds, make_trainer, arch_args)
 
     def pretrained_model(self) -> nn.Module:
         """A fresh copy of the pretrained model: trained on train minus `RequestStream.pretraining_excluded` (the whole
@@ -310,7 +311,8 @@ class Runner:
             model = self.trained_model(self.stream.pretraining_excluded, "pretraining")
             self._pretrained = {name: tensor.clone() for name, tensor in model.state_dict().items()}
             return model
-        model = build_model(self.config.arch, self.dataset, check_arch_args(self.config.arch, self.config.arch_args))
+        arch = self.config.arch
+        model = build_model(arch.name, self.dataset, check_arch_args(arch.name, arch.args))
         model.load_state_dict(self._pretrained)
         return model.eval()
 
@@ -319,7 +321,7 @@ class Runner:
         beside it, else computed from the half-models (trained into the store, with the pretraining recipe and train
         seed, each leaving out the half `held_out_halves` names) and stored there. The leader decides whether it is
         computed, so every node makes the half-models' fits together."""
-        train_seed = self.config.resolved_seed("train_seed")
+        train_seed = self.config.seeds.resolved("train_seed")
         pretrained = self.model_spec(np.array([], dtype=np.int64), train_seed)
         num_train = len(self.train_labels)
         stored = self.store.load_memorization(pretrained, PROXY, num_train) if self.nodes.leader else None
@@ -341,7 +343,7 @@ class Runner:
         seeds = self.config.oracle_train_seeds
         which = f", train seed {k + 1}/{len(seeds)}" if len(seeds) > 1 else ""
         return self.trained_model(
-            request.excluded, f"oracle {request.t}/{self.config.requests} (retraining{which})", seeds[k], batched
+            request.excluded, f"oracle {request.t}/{self.config.stream.requests} (retraining{which})", seeds[k], batched
         )
 
     def oracles(self, request: Request) -> list[nn.Module]:
@@ -355,17 +357,17 @@ class Runner:
         """
         config = self.config
         seeds, excluded = config.oracle_train_seeds, request.excluded
-        arch_args = check_arch_args(config.arch, config.arch_args)
-        together = len(seeds) > 2 and self.single_process and trains_together(config.arch, self.dataset, arch_args)
+        arch_args = check_arch_args(config.arch.name, config.arch.args)
+        together = len(seeds) > 2 and self.single_process and trains_together(config.arch.name, self.dataset, arch_args)
         if together:
             keep = np.setdiff1d(np.arange(len(self.train_labels)), excluded)
-            label = f"oracles {request.t}/{config.requests} (retraining, train seeds 2-{len(seeds)} together)"
+            label = f"oracles {request.t}/{config.stream.requests} (retraining, train seeds 2-{len(seeds)} together)"
             specs = [self.model_spec(excluded, seed, batched=True) for seed in seeds[1:]]
             # The shapes of the model they load into, as a lone entry is checked (`trained_model`): entries of
             # another arch are retrained here, in one fit, not one by one when each is loaded. Read from a model
             # built once per run, not once per request.
             if self._model_shapes is None:
-                self._model_shapes = model_shapes(build_model(config.arch, self.dataset, arch_args))
+                self._model_shapes = model_shapes(build_model(config.arch.name, self.dataset, arch_args))
             self.store.get_or_train_together(
                 specs, lambda missing: self.train_models_together(missing, keep, label), self._model_shapes
             )
@@ -382,8 +384,8 @@ class Runner:
             request,
             self.stream.requests,
             self.dataset.num_classes,
-            mia_seed=attack_seed(self.config.seed, request.t),
-            mia_protocol=self.config.mia_protocol,
+            mia_seed=attack_seed(self.config.seeds.seed, request.t),
+            mia_protocol=self.config.protocol.mia_protocol,
         ) | request_phi(logits, self.train_labels, self.test_labels, request)
 
     def score_oracle(self, request: Request, oracle_logits: list[EvalLogits]) -> dict | None:
@@ -412,11 +414,11 @@ class Runner:
                 self.train_labels,
                 self.test_labels,
                 self.dataset.num_classes,
-                self.config.mia_protocol,
+                self.config.protocol.mia_protocol,
                 [(metric.key, metric.compute) for metric in user_metrics()],
                 *(part for request_sets in sets for part in request_sets),
             )
-        return digest(self._stream_digest, request.t, attack_seed(self.config.seed, request.t))
+        return digest(self._stream_digest, request.t, attack_seed(self.config.seeds.seed, request.t))
 
     def score_request(
         self, request: Request, logits: EvalLogits, oracle_logits: list[EvalLogits], oracle_scores: dict | None
@@ -450,7 +452,7 @@ class Runner:
         them.
         """
         config, stream = self.config, self.stream
-        seed = learning_seed(config.resolved_seed("train_seed"), t)
+        seed = learning_seed(config.seeds.resolved("train_seed"), t)
         indices = stream.learning_set(t, seed)
         if not len(indices):
             return
@@ -459,7 +461,7 @@ class Runner:
         loader = self.dataset.loader(
             self.dataset.train, torch.as_tensor(indices), recipe.batch_size, augment=True, shuffle=True, seed=seed
         )
-        label = f"learning {len(stream.released_before(t))} new samples before request {t}/{config.requests}"
+        label = f"learning {len(stream.released_before(t))} new samples before request {t}/{config.stream.requests}"
         placed = self.method.device
         self.method.model.train()  # as pretraining trains (Lightning keeps the eval mode evaluation left it in)
         self.trainer(recipe.epochs, label).fit(
@@ -484,7 +486,7 @@ class Runner:
 
     def fit_request(self, method: UnlearningMethod, guards: list, request: Request, label: str, logged: bool) -> dict:
         """Prepare and unlearn `request` with `method` seeded from (unlearn seed, t); `logged`: its step losses are logged."""
-        L.seed_everything(derived_seed(self.config.resolved_seed("unlearn_seed"), request.t), verbose=False)
+        L.seed_everything(derived_seed(self.config.seeds.resolved("unlearn_seed"), request.t), verbose=False)
         before = snapshot(method)  # θ_{t−1}, for u_t = θ_t − θ_{t−1}
         start = time.perf_counter()
         view = self.stream.view()
@@ -549,10 +551,10 @@ class Runner:
         method does to this request when it is the first one it serves.
         """
         config = self.config
-        method = METHODS.get(config.method)(**config.method_kwargs())
-        guards = build_guards(config.guards, config.guard_args)
+        method = METHODS.get(config.method.name)(**config.method_kwargs())
+        guards = guards_of(config)
         method.attach(self.pretrained_model(), self.dataset.num_classes).to(self.eval_device)
-        label = f"single-shot {request.t}/{config.requests}"
+        label = f"single-shot {request.t}/{config.stream.requests}"
         with self.stream.serving(request, past):
             return method, self.fit_request(method, guards, request, label, logged=False)
 
@@ -565,12 +567,12 @@ class Runner:
             "method": identity.method,
             "method_args": identity.method_args,
             "guards": identity.guards,
-            "pretrained": self.model_spec(np.array([], dtype=np.int64), self.config.resolved_seed("train_seed")).key(),
+            "pretrained": self.model_spec(np.array([], dtype=np.int64), self.config.seeds.resolved("train_seed")).key(),
             "precision": identity.precision,
             "mia_protocol": identity.mia_protocol,
             "seeds": [
-                derived_seed(self.config.resolved_seed("unlearn_seed"), request.t),
-                attack_seed(self.config.seed, request.t),  # the attacks' subsampling (`score`)
+                derived_seed(self.config.seeds.resolved("unlearn_seed"), request.t),
+                attack_seed(self.config.seeds.seed, request.t),  # the attacks' subsampling (`score`)
             ],
             "forget": sha256_bytes(np.asarray(request.forget, dtype=np.int64).tobytes()),
             "retain": sha256_bytes(np.asarray(request.retain, dtype=np.int64).tobytes()),
@@ -653,26 +655,26 @@ class Runner:
                 )
                 return {key: METRIC_KEYS[key].compute(inputs) for key in QUANTIZED_METRICS}
 
-            bits = list(config.quantize_bits)
+            bits = list(config.protocol.quantize_bits)
             for side in sides:
                 model = models[side]
                 compute = partial(quantized_scores, model, bits, accuracies)
                 sides[side] |= compute() if side == "method" else reference_scores(digest(inputs, side, bits), compute)
         if config.relearn_at(t):
-            seed = relearn_seed(config.seed, t)
-            split = relearn_split(request.forgotten, request.retain, config.relearn_fraction, seed)
-            label = f"relearning attack {t}/{config.requests}"
+            seed, protocol = relearn_seed(config.seeds.seed, t), config.protocol
+            split = relearn_split(request.forgotten, request.retain, protocol.relearn_fraction, seed)
+            label = f"relearning attack {t}/{config.stream.requests}"
             make_trainer = partial(self.trainer, -1, label, one_device=True)
             curve = partial(relearn_curve, dataset=self.dataset, split=split, recipe=self.recipe, seed=seed)
-            settings = (config.relearn_steps, config.relearn_fraction, seed, self.recipe, config.hardware.precision)
-            curves = {"method": curve(models["method"], steps=config.relearn_steps, make_trainer=make_trainer)}
+            settings = (protocol.relearn_steps, protocol.relearn_fraction, seed, self.recipe, config.hardware.precision)
+            curves = {"method": curve(models["method"], steps=protocol.relearn_steps, make_trainer=make_trainer)}
             if oracle is not None:
                 curves["oracle"] = reference_scores(
                     digest(inputs, "relearn", settings),
-                    lambda: {"curve": curve(oracle, steps=config.relearn_steps, make_trainer=make_trainer)},
+                    lambda: {"curve": curve(oracle, steps=protocol.relearn_steps, make_trainer=make_trainer)},
                 )["curve"]
             original_accuracy = heldout_accuracy(models["original"], self.dataset, split.heldout)
-            for side, scores in relearn_scores(curves, original_accuracy, config.relearn_margin).items():
+            for side, scores in relearn_scores(curves, original_accuracy, protocol.relearn_margin).items():
                 sides[side] |= scores
         return sides
 
@@ -708,14 +710,14 @@ class Runner:
         config, run_dir, leader = self.config, self.run_dir, self.nodes.leader
         stream = self.stream  # on every node, before the leader writes its manifest: a stratified kind's fits first
         rows = self._open_run_directory() if leader else []
-        complete = leader and (len(rows) == config.requests or _diverged(rows))
+        complete = leader and (len(rows) == config.stream.requests or _diverged(rows))
         resumed = unpack_state(run_dir.load_state(len(rows)), self.guards) if rows and not complete else None
         if leader and not complete:
             self._begin_session(rows)
-        start = int(self.nodes.decide("start", config.requests + 1 if complete else len(rows) + 1))
-        if not leader and 1 < start <= config.requests:  # read before the leader moves past it
+        start = int(self.nodes.decide("start", config.stream.requests + 1 if complete else len(rows) + 1))
+        if not leader and 1 < start <= config.stream.requests:  # read before the leader moves past it
             resumed = unpack_state(run_dir.load_state(start - 1), self.guards)
-        if start > config.requests:
+        if start > config.stream.requests:
             return self._finish(rows, already_complete=True)
         # killed between the learning step before `start` (interleaved streams) and that request: its checkpoint
         learned = self.nodes.decide("learned", "stored" if leader and run_dir.has_learned_state(start) else "no")
@@ -725,8 +727,8 @@ class Runner:
         if resumed is not None:
             self.method.load_resume_state(resumed)
             if leader:
-                self.reporter.message(f"resuming at request {start}/{config.requests}")
-        for t in range(start, config.requests + 1):
+                self.reporter.message(f"resuming at request {start}/{config.stream.requests}")
+        for t in range(start, config.stream.requests + 1):
             self.current_request = t
             raise_if_interrupted()
             request = stream.select(t)
@@ -757,16 +759,18 @@ class Runner:
             type(self.method), [*self.method.code_parts(), *map(type, self.guards), *user_metric_code()]
         )
         self.method_code_change = method_code_change(run_dir.recorded_method_code(), self.method_code) if rows else None
-        if self.method_code_change and len(rows) < config.requests and not _diverged(rows):
+        if self.method_code_change and len(rows) < config.stream.requests and not _diverged(rows):
             raise MethodCodeChangedError(
-                f"the code of method {config.method!r} changed since requests 1-{len(rows)} were served in "
+                f"the code of method {config.method.name!r} changed since requests 1-{len(rows)} were served in "
                 f"{run_dir.path} ({self.method_code_change}); resuming would mix two versions' numbers: delete that "
                 f"folder or choose another --out to rerun"
             )
-        if len(rows) < config.requests and not _diverged(rows):
+        if len(rows) < config.stream.requests and not _diverged(rows):
             # A damaged update file or a checkpoint that is missing or not weights-only is refused before anything
             # is written: the updates here, the checkpoint by the caller right after.
-            self.geometry = GeometryRecorder(run_dir.path, config.requests, len(rows))  # updates.f32 + geometry.csv
+            self.geometry = GeometryRecorder(
+                run_dir.path, config.stream.requests, len(rows)
+            )  # updates.f32 + geometry.csv
         return rows
 
     def _begin_session(self, rows: list[RequestRecord]) -> None:
@@ -774,8 +778,10 @@ class Runner:
         is recorded and logged."""
         config, run_dir = self.config, self.run_dir
         run_dir.record_session(session_record(len(rows) + 1, self.method_code))
-        self.run_logger = open_run_logger(config.logger, run_dir.path, self.identity, run_dir.path.name, len(rows) + 1)
-        self.reporter.start_run(run_dir.path.name, config.requests, done=len(rows))
+        self.run_logger = open_run_logger(
+            config.output.logger, run_dir.path, self.identity, run_dir.path.name, len(rows) + 1
+        )
+        self.reporter.start_run(run_dir.path.name, config.stream.requests, done=len(rows))
         run_dir.repair_derived(rows)  # a kill between metrics.jsonl and history.csv left it short
 
     def _serve_request(self, request: Request, timings: dict, rows: list[RequestRecord]) -> None:
@@ -812,11 +818,11 @@ class Runner:
             t, "ok", request.forget_classes, method_scores, oracle_scores, **single_shots, original=original
         )
         self.run_dir.save_state(t, self.method.resume_state() | pack_state(self.guards))
-        if config.save_logits:
+        if config.output.save_logits:
             self.run_dir.save_logits(t, vars(method_logits), [vars(logits) for logits in oracle_logits])
         self._record(rows, row)
         self.run_dir.drop_states_before(t)
-        self.reporter.request(row, config.requests)
+        self.reporter.request(row, config.stream.requests)
 
     def _record(self, rows: list[RequestRecord], row: RequestRecord) -> None:
         """Leader: request t's row, with what it cost since the previous one (or since the session began),
@@ -856,3 +862,8 @@ def _diverged(rows: list[RequestRecord]) -> bool:
 def _synchronize() -> None:
     if torch.cuda.is_available():
         torch.cuda.synchronize()
+
+
+def guards_of(config: RunConfig) -> list:
+    """The guards of `config`'s guards part, built fresh, in the order they apply."""
+    return build_guards(config.guard_names, {guard.name: guard.args for guard in config.guards})

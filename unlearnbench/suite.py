@@ -102,18 +102,19 @@ def prepare_suite(cells: list[Cell], reporter=None, shard: tuple[int, int] | Non
     runners = []
     for i, cell in select_shard(list(enumerate(cells, start=1)), shard):
         try:
-            check_data_dir(cell.config.data_dir, cell.config.download)  # not in --check: data may live elsewhere
+            check_data_dir(cell.config.data.dir, cell.config.data.download)  # not in --check: data may live elsewhere
             runners.append(Runner(cell.plan, reporter, datasets))
         except (ConfigError, TypeError, ValueError) as error:
-            raise SuiteError(f"{cell_label(i, len(cells), vars(cell.config))}: {error}") from error
+            raise SuiteError(f"{cell_label(i, len(cells), cell.config.options())}: {error}") from error
     return runners
 
 
 def _run_cell(runner, i: int, cells: int, reporter, writes: bool) -> CellResult:
     """Runs cell i of `cells`; a failure is recorded and reported, a signal stops the suite."""
     config, position = runner.config, f"{i}/{cells}"
+    dataset, arch, stream = config.setting
     reporter.message(
-        f"suite cell {position}: {config.method} · {config.stream} · seed {config.seed} · {config.dataset}/{config.arch}"
+        f"suite cell {position}: {config.method.name} · {stream} · seed {config.seeds.seed} · {dataset}/{arch}"
     )
     start = time.perf_counter()
     try:
@@ -152,7 +153,7 @@ def run_suite(
 
     reporter = reporter or Reporter(quiet=True)
     cells = check_suite(suite, out=out, logger=logger)  # every cell planned, whichever shard runs here
-    out_dir = cells[0].config.out
+    out_dir = cells[0].config.output.out
     runners = prepare_suite(cells, reporter, shard)
     # On several nodes (`num_nodes` > 1 on every cell) only node 0 writes; the others follow its fits.
     writes = all(runner.nodes.leader for runner in runners)
@@ -192,11 +193,7 @@ def _write_suite_record(out_dir: Path, shard: tuple[int, int] | None, results: l
         {
             "cells": [
                 {
-                    "dataset": c.config.dataset,
-                    "arch": c.config.arch,
-                    "method": c.config.method,
-                    "stream": c.config.stream,
-                    "seed": c.config.seed,
+                    **{name: c.config.options()[name] for name in ("dataset", "arch", "method", "stream", "seed")},
                     "run_dir": str(c.run_dir),
                     "status": c.status,
                     "seconds": round(c.seconds, 2),

@@ -50,13 +50,12 @@ import yaml
 from filelock import FileLock
 
 from unlearnbench import __version__
-from unlearnbench.config import ConfigError, DamagedFileError, Hardware, RunConfig
+from unlearnbench.config import ConfigError, DamagedFileError, RunConfig, size_key
 from unlearnbench.console import Reporter
 from unlearnbench.data.validation import view_train_size
 from unlearnbench.early_checks import check_data_dir, check_names, check_recipe, check_stream_size
 from unlearnbench.evaluation.keys import GAP, gap_keys
 from unlearnbench.evaluation.scoring import avg_gap
-from unlearnbench.grid import HARDWARE_KEYS
 from unlearnbench.hparams import hparams_path
 from unlearnbench.interrupt import raise_if_interrupted
 from unlearnbench.io import write_text_atomic
@@ -64,6 +63,7 @@ from unlearnbench.ranges import nested
 from unlearnbench.recipe import Recipe
 from unlearnbench.records import RequestRecord
 from unlearnbench.registry import DATASETS, METHODS, STREAMS
+from unlearnbench.run_options import config_of_options
 from unlearnbench.search_space import Distribution, Int, sample
 from unlearnbench.tune_options import DEFAULT_TUNE_SEEDS, check_study_settings, tune_parser, tune_seeds
 
@@ -79,6 +79,11 @@ UTILITY_SIDE = ("retain_acc", "test_acc")
 
 class OverBudgetError(Exception):
     """The study already holds its budget of trials (finished or running): this one is not evaluated."""
+
+
+#: What every trial's run is, whatever the study: no logger, no counterfactual fits (the objective reads the gap
+#: only), the validation split. A study's run is parsed and checked with them (`TuneSpec.from_options`).
+TRIAL_OPTIONS = {"logger": "none", "single_shot_every": 0, "split": "validation"}
 
 
 @dataclass
@@ -105,30 +110,31 @@ class TuneSpec:
     @classmethod
     def from_options(cls, options: Mapping) -> TuneSpec:
         """A study from options by name (a tune suite's, or the command line's): the study's own fields, and the run's
-        (`RunConfig` fields, hardware keys among them)."""
+        (run options by name, hardware keys among them, parsed by `run`'s parser: `run_options.config_of_options`)."""
         own = {spec.name for spec in fields(cls)} - {"run"}
-        hardware = Hardware(**{key: options[key] for key in HARDWARE_KEYS if key in options})
-        run = {key: value for key, value in options.items() if key not in own and key not in HARDWARE_KEYS}
-        return cls(run=RunConfig(hardware=hardware, **run), **{key: options[key] for key in own if key in options})
+        run = config_of_options({key: value for key, value in options.items() if key not in own} | TRIAL_OPTIONS)
+        return cls(run=run, **{key: options[key] for key in own if key in options})
 
     def validate(self) -> None:
         """Everything that can be checked without loading data; ConfigError (one line) otherwise."""
-        if self.run.method not in METHODS:
-            raise ConfigError(f"unknown method {self.run.method!r}; choose one of: {', '.join(METHODS.names())}")
-        if not METHODS.get(self.run.method).search_space:
-            raise ConfigError(f"method {self.run.method!r} declares no search_space; it cannot be tuned")
+        method = self.run.method.name
+        if method not in METHODS:
+            raise ConfigError(f"unknown method {method!r}; choose one of: {', '.join(METHODS.names())}")
+        if not METHODS.get(method).search_space:
+            raise ConfigError(f"method {method!r} declares no search_space; it cannot be tuned")
         check_study_settings(self.objective, self.sampler, self.pruner, self.trials, self.heartbeat, self.tune_seeds)
         storage = self.storage_url
         if "://" not in storage:
             raise ConfigError(f"--storage must be a database URL (sqlite:///path, postgresql://...), got {storage!r}")
-        check_recipe(self.run.recipe)  # before anything reads the recipe's epochs
-        check_data_dir(self.run.data_dir, download=False)
+        check_recipe(self.run.arch.recipe)  # before anything reads the recipe's epochs
+        check_data_dir(self.run.data.dir, download=False)
         for seed in self.tune_seeds:
             self.run_config(seed, {}).validate()  # names, output folders
-        known = getattr(DATASETS.get(self.run.dataset), "known_size", None)
+        known = getattr(DATASETS.get(self.run.data.name), "known_size", None)
         if known is not None:  # the stream fits the validation view's train part (a folder dataset: when loaded)
+            stream = self.run.stream
             check_stream_size(
-                STREAMS.get(self.run.stream), known, self.run.requests, self.run.size, view_train_size(known.num_train)
+                STREAMS.get(stream.kind), known, stream.requests, stream.size, view_train_size(known.num_train)
             )
 
     @property
@@ -142,14 +148,14 @@ class TuneSpec:
         return URL.create("sqlite", database=str((self.out / DEFAULT_DATABASE).resolve())).render_as_string(False)
 
     def recipe_epochs(self) -> int:
-        return replace(Recipe.for_setting(self.run.dataset, self.run.arch), **self.run.recipe).epochs
+        return replace(Recipe.for_setting(self.run.data.name, self.run.arch.name), **self.run.arch.recipe).epochs
 
     def epoch_cap(self) -> int:
         return max(1, math.ceil(EPOCH_FRACTION * self.recipe_epochs()))
 
     def space(self) -> dict[str, Distribution]:
         """The method's declared space, its `optim.epochs` range capped by the budget."""
-        space = dict(METHODS.get(self.run.method).search_space)
+        space = dict(METHODS.get(self.run.method.name).search_space)
         if isinstance(space.get("optim.epochs"), Int):
             space["optim.epochs"] = space["optim.epochs"].capped(self.epoch_cap())
         return space
@@ -157,9 +163,9 @@ class TuneSpec:
     def study_name(self) -> str:
         """Same command, same study (so it resumes); any setting the objective depends on changes the name."""
         settings = {
-            "requests": self.run.requests,
-            "size": self.run.size,
-            "recipe": self.run.recipe,
+            "requests": self.run.stream.requests,
+            "size": size_key(self.run.stream.size),
+            "recipe": self.run.arch.recipe,
             "tune_seeds": list(self.tune_seeds),
             "objective": self.objective,
             "sampler": self.sampler,
@@ -168,28 +174,22 @@ class TuneSpec:
         # only where given, so the studies of the whole dataset and default arch keep their names
         settings |= {
             name: args
-            for name, args in (("dataset_args", self.run.dataset_args), ("arch_args", self.run.arch_args))
+            for name, args in (("dataset_args", self.run.data.args), ("arch_args", self.run.arch.args))
             if args
         }
         digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:8]
-        return f"{self.run.dataset}-{self.run.arch}-{self.run.stream}-{self.run.method}-{digest}"
+        return "-".join([*self.run.setting, self.run.method.name, digest])
 
     def run_config(self, seed: int, values: dict) -> RunConfig:
         """A trial's run on tuning stream `seed`: the study's run with the sampled `values` (paths such as `optim.lr`)
         as the method's arguments, on the validation split, in the study's folder, with no counterfactual fits (the
         objective reads the gap only)."""
-        return replace(
-            self.run,
+        return self.run.replace(
             seed=seed,
             method_args=nested(values),
-            dataset_args=dict(self.run.dataset_args),
-            arch_args=dict(self.run.arch_args),
-            recipe=dict(self.run.recipe),
             out=self.out / "trials" / self.study_name(),
-            store=self.run.store if self.run.store is not None else self.out / "store",
-            logger="none",
-            single_shot_every=0,
-            split="validation",
+            store=self.run.output.store if self.run.output.store is not None else self.out / "store",
+            **TRIAL_OPTIONS,
         )
 
 
@@ -227,7 +227,7 @@ class TrialReporter(Reporter):
         self.rows.append(row)
         if self.spec.sampler == "nsga2" or self.spec.pruner == "none":
             return  # Optuna prunes single-objective studies only
-        step = self.seed_index * self.spec.run.requests + row.t - 1
+        step = self.seed_index * self.spec.run.stream.requests + row.t - 1
         self.trial.report(objective_values([*self.earlier, self.rows], "mean_gap", multi=False), step)
         if self.trial.should_prune():
             raise optuna.TrialPruned(f"request {row.t} of tuning seed {self.spec.tune_seeds[self.seed_index]}")
@@ -402,7 +402,7 @@ def tune(spec: TuneSpec, reporter: Reporter, datasets=None) -> Path:
             else:  # the last trials run elsewhere (or belong to a killed worker, failed once stale)
                 time.sleep(min(5, spec.heartbeat))
     path = write_result(spec, study)
-    reporter.message(f"{spec.run.method}: {path}")
+    reporter.message(f"{spec.run.method.name}: {path}")
     return path
 
 
@@ -415,7 +415,7 @@ class TuneProgress:
     def __enter__(self):
         self.reporter.progress.__enter__()
         if not self.reporter.progress.disable:
-            self.task = self.reporter.progress.add_task(f"tuning {self.spec.run.method}", total=self.spec.trials)
+            self.task = self.reporter.progress.add_task(f"tuning {self.spec.run.method.name}", total=self.spec.trials)
         return self
 
     def __exit__(self, *exc):
@@ -429,7 +429,7 @@ class TuneProgress:
         self.last = finished
         best = best_trial(study)
         text = "—" if best is None else ", ".join(f"{v:.2f}" for v in best.values)
-        description = f"tuning {self.spec.run.method} (best {self.spec.objective} {text})"
+        description = f"tuning {self.spec.run.method.name} (best {self.spec.objective} {text})"
         if self.task is not None:
             self.reporter.progress.update(self.task, completed=finished, description=description)
         elif not self.reporter.quiet:
@@ -468,7 +468,7 @@ def write_result(spec: TuneSpec, study) -> Path:
     """The tuned hyperparameter file (`unlearnbench.hparams`) with the study's provenance."""
     import optuna
 
-    states = optuna.trial.TrialState
+    states, stream = optuna.trial.TrialState, spec.run.stream
     trials = study.get_trials(deepcopy=False)
     best = best_trial(study)
     if best is None:
@@ -501,22 +501,22 @@ def write_result(spec: TuneSpec, study) -> Path:
             "epoch_fraction": EPOCH_FRACTION,
         },
         "tune_seeds": list(spec.tune_seeds),
-        "requests": spec.run.requests,
-        "size": spec.run.size if spec.run.size is not None else STREAMS.get(spec.run.stream).default_size,
-        "recipe": dict(spec.run.recipe),
+        "requests": stream.requests,
+        "size": stream.size if stream.size is not None else STREAMS.get(stream.kind).default_size,
+        "recipe": dict(spec.run.arch.recipe),
         "split": "validation",
         "search_space": {name: repr(d) for name, d in spec.space().items()},
         "version": {"unlearnbench": __version__, "optuna": optuna.__version__},
     }
     data = {
-        "dataset": spec.run.dataset,
-        "arch": spec.run.arch,
-        "stream": spec.run.stream,
-        "method": spec.run.method,
+        "dataset": spec.run.data.name,
+        "arch": spec.run.arch.name,
+        "stream": stream.kind,
+        "method": spec.run.method.name,
         "hparams": nested(best.params),
         "provenance": provenance,
     }
-    path = hparams_path(spec.out, spec.run.dataset, spec.run.arch, spec.run.stream, spec.run.method)
+    path = hparams_path(spec.out, *spec.run.setting, spec.run.method.name)
     write_text_atomic(path, yaml.safe_dump(data, sort_keys=False))
     return path
 
@@ -584,12 +584,12 @@ def tune_command(argv: list[str]) -> int:
         try:
             tune(spec, reporter, datasets)
         except (RuntimeError, OSError) as error:  # no trial completed; storage or disk errors
-            print(f"unlearnbench: error: {spec.run.method}: {error}", file=sys.stderr)
+            print(f"unlearnbench: error: {spec.run.method.name}: {error}", file=sys.stderr)
             return 1
         except sqlalchemy_errors().SQLAlchemyError as error:  # a read-only, locked or unreachable database
             reason = " ".join(str(getattr(error, "orig", None) or error).split())[:300]
             print(
-                f"unlearnbench: error: {spec.run.method}: study database {redacted(spec.storage_url)}: {reason}",
+                f"unlearnbench: error: {spec.run.method.name}: study database {redacted(spec.storage_url)}: {reason}",
                 file=sys.stderr,
             )
             return 1

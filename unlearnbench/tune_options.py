@@ -57,16 +57,15 @@ def check_study_settings(
 
 def tune_parser() -> ArgumentParser:
     """`unlearnbench tune`'s options: one study's settings (or a tune suite file), its budget and its storage."""
-    from unlearnbench.config import Hardware, RunConfig
+    from unlearnbench.config import declared_options
     from unlearnbench.parsers import add_field_options, command_parser  # at each call: the docs' test replaces it
 
     parser = command_parser("tune", "Tune a method's hyperparameters on validation streams.")
     parser.add_argument("--suite", type=Path | None, default=None, help="tune suite YAML (every method, equal budget)")
     parser.add_argument("--method", type=str | None, default=None, help=f"one of: {', '.join(METHODS.catalog())}")
     # the run every trial's runs share, spelt as `run` spells it
-    add_field_options(
-        parser, RunConfig, ("stream", "dataset", "data_dir", "arch", "requests", "size", "recipe", "store")
-    )
+    shared = ("stream", "dataset", "data_dir", "arch", "requests", "size", "recipe", "store")
+    add_field_options(parser, declared_options(shared))
     parser.add_argument(
         "--dataset_args", type=dict, default={}, help='e.g. {"train_size": 1000} (as `run --dataset.*`)'
     )
@@ -82,7 +81,7 @@ def tune_parser() -> ArgumentParser:
     parser.add_argument("--storage", type=str | None, default=None, help="RDB URL (default sqlite:///OUT/studies.db)")
     parser.add_argument("--heartbeat", type=int, default=60, help="seconds between a trial's heartbeats")
     parser.add_argument("--sampler_seed", "--sampler-seed", type=int | None, default=None)
-    add_field_options(parser, Hardware, ("accelerator", "devices", "precision"))
+    add_field_options(parser, declared_options(("accelerator", "devices", "precision")))
     parser.add_argument(
         "--quiet", type=bool, nargs="?", const=True, default=False, help="only errors and warnings (stderr)"
     )
