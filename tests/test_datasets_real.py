@@ -15,7 +15,7 @@ import torch
 from PIL import Image
 
 from unlearnbench.cli import main
-from unlearnbench.config import ConfigError, Hardware, RunConfig
+from unlearnbench.config import ConfigError, RunConfig
 from unlearnbench.data.base import Batch, DatasetError
 from unlearnbench.data.folder import FolderDataset
 from unlearnbench.registry import DATASETS
@@ -302,7 +302,7 @@ def test_a_stream_runs_end_to_end_on_a_folder_dataset(tmp_path, monkeypatch):
         method_args={"optim": {"epochs": 1, "batch_size": 4}},
         recipe={"epochs": 1, "batch_size": 4},
         out=tmp_path / "runs",
-        hardware=Hardware(accelerator="cpu"),
+        accelerator="cpu",
     )
     result = Runner.from_config(config).run()
     row = result.rows[0]

@@ -15,7 +15,6 @@ import pytest
 import torch
 
 from tests.conftest import FAST_RECIPE, tiny_config
-from unlearnbench.config import Hardware
 from unlearnbench.data import base as data_base
 from unlearnbench.rundir import RunDirectory
 from unlearnbench.runner import Runner
@@ -35,8 +34,8 @@ def test_ranks_cover_every_index_with_equal_step_counts(monkeypatch, n):
 
 @pytest.mark.slow
 def test_ddp_run_metrics_equal_a_single_process_evaluation(tmp_path, shared_store):
-    hardware = Hardware(accelerator="cpu", devices=2, strategy="ddp")
-    config = tiny_config(tmp_path, shared_store, "rl", requests=2, hardware=hardware)
+    hardware = {"accelerator": "cpu", "devices": 2, "strategy": "ddp"}
+    config = tiny_config(tmp_path, shared_store, "rl", requests=2, **hardware)
     result = Runner.from_config(config).run()
     assert len(result.rows) == 2 and result.summary.status == "complete"
 
@@ -109,8 +108,8 @@ def test_two_nodes_train_together_and_equal_one_node_with_two_devices(tmp_path):
     two_nodes = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert len(list((tmp_path / "store").glob("*.pt"))) == 3  # pretrained + 2 oracles, each trained once
 
-    hardware = Hardware(accelerator="cpu", devices=2, strategy="ddp")
-    config = tiny_config(tmp_path / "one-node", tmp_path / "store-one-node", "rl", requests=2, hardware=hardware)
+    hardware = {"accelerator": "cpu", "devices": 2, "strategy": "ddp"}
+    config = tiny_config(tmp_path / "one-node", tmp_path / "store-one-node", "rl", requests=2, **hardware)
     one_node = Runner.from_config(config.replace(logger="none")).run().rows
     for ours, reference in zip(two_nodes, one_node, strict=True):
         for side in ("method", "oracle"):

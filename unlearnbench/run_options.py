@@ -2,8 +2,8 @@
 
 The command line and its --config files (`cli.parse_run_args`), every suite cell and every tune study
 (`config_of_options`) are parsed by the same parser, built from the run's parts (`config.PARTS`) and from the
-signatures of the chosen method, guards, dataset and arch, so a value of the wrong type or an argument a class does
-not have is refused in the parser's words whichever front end gave it, and a run's options mean one thing.
+signatures of the chosen method, guards, dataset and arch, so a run's options are typed alike and mean one thing
+whichever front end gave them: a suite cell's `lr: 1` is the float `--salun.optim.lr 1` is, and both name one run.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def run_parser(
     """`run`'s parser: an option for each run option that is one (`config.option`: type, default and help declared
     there), in one section per part of the run (`config.PARTS`), the groups of `dataset`, `arch`, `method` and
     `guards` among them; with none of those (None, ()) it holds `run`'s own options only and imports nothing heavy
-    (`_parse_own_options`)."""
+    (`cli._parse_own_options`)."""
     from unlearnbench.config import PARTS, declared_options, option_name
     from unlearnbench.registry import GUARDS, METHODS
 
