@@ -351,7 +351,7 @@ class RunConfig:
     def options(self) -> dict[str, object]:
         """The run's options by name, as `from_options` takes them (`from_options(c.options()) == c`)."""
         options = {name: getattr(getattr(self, part), spec.name) for name, (part, _, spec) in RUN_OPTIONS.items()}
-        options["guards"] = [guard.name for guard in self.guards]
+        options["guards"] = self.guard_names
         options["guard_args"] = {guard.name: guard.args for guard in self.guards if guard.args}
         return options
 
@@ -361,6 +361,7 @@ class RunConfig:
 
     @property
     def guard_names(self) -> list[str]:
+        """The guards' names, in the order they apply (a run directory's name lists them so)."""
         return [guard.name for guard in self.guards]
 
     def validate(self) -> None:

@@ -208,18 +208,19 @@ def config_of_options(options: Mapping[str, object]) -> RunConfig:
     except JsonArgumentError as error:
         raise ConfigError(" ".join(str(error).split())) from error
     check_sections(parser, args, ("dataset_args", "arch_args", method, *guards))
-    parsed = run_config(args).options()
+    config = run_config(args)
+    typed = config.options()
     # the groups hold what was given, in the parser's types (defaults and tuned values are the plan's to fill in)
     given = {
-        "method_args": _as_given(parsed["method_args"], method_args),
-        "dataset_args": _as_given(parsed["dataset_args"], options.get("dataset_args") or {}),
-        "arch_args": _as_given(parsed["arch_args"], options.get("arch_args") or {}),
+        "method_args": _as_given(typed["method_args"], method_args),
+        "dataset_args": _as_given(typed["dataset_args"], options.get("dataset_args") or {}),
+        "arch_args": _as_given(typed["arch_args"], options.get("arch_args") or {}),
         "guard_args": {  # (a guard not selected keeps its arguments: `RunConfig.from_options` names it)
-            guard: _as_given(parsed["guard_args"].get(guard, {}), args) if guard in guards else args
+            guard: _as_given(typed["guard_args"].get(guard, {}), args) if guard in guards else args
             for guard, args in guard_args.items()
         },
     }
-    return RunConfig.from_options(**parsed | given | {"split": split})
+    return config.replace(**given, split=split)
 
 
 def _as_given(parsed: dict, given: Mapping) -> dict:

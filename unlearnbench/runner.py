@@ -768,9 +768,8 @@ class Runner:
         if len(rows) < config.stream.requests and not _diverged(rows):
             # A damaged update file or a checkpoint that is missing or not weights-only is refused before anything
             # is written: the updates here, the checkpoint by the caller right after.
-            self.geometry = GeometryRecorder(
-                run_dir.path, config.stream.requests, len(rows)
-            )  # updates.f32 + geometry.csv
+            # updates.f32 + geometry.csv
+            self.geometry = GeometryRecorder(run_dir.path, config.stream.requests, len(rows))
         return rows
 
     def _begin_session(self, rows: list[RequestRecord]) -> None:

@@ -193,7 +193,9 @@ def _write_suite_record(out_dir: Path, shard: tuple[int, int] | None, results: l
         {
             "cells": [
                 {
-                    **{name: c.config.options()[name] for name in ("dataset", "arch", "method", "stream", "seed")},
+                    **dict(zip(("dataset", "arch", "stream"), c.config.setting, strict=True)),
+                    "method": c.config.method.name,
+                    "seed": c.config.seeds.seed,
                     "run_dir": str(c.run_dir),
                     "status": c.status,
                     "seconds": round(c.seconds, 2),

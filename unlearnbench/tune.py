@@ -502,7 +502,7 @@ def write_result(spec: TuneSpec, study) -> Path:
         },
         "tune_seeds": list(spec.tune_seeds),
         "requests": stream.requests,
-        "size": stream.size if stream.size is not None else STREAMS.get(stream.kind).default_size,
+        "size": size_key(stream.size if stream.size is not None else STREAMS.get(stream.kind).default_size),
         "recipe": dict(spec.run.arch.recipe),
         "split": "validation",
         "search_space": {name: repr(d) for name, d in spec.space().items()},
