@@ -13,12 +13,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from timm.models import group_parameters
 from torch import nn
 
 
 def parameter_blocks(model: nn.Module) -> list[list[str]]:
     """Parameter names grouped by block, first block (stem) to last (the classifier)."""
+    from timm.models import group_parameters  # here, not above: every run imports this module, few call it (0.7 s)
+
     groups = group_parameters(model, model.group_matcher(coarse=False))
     return [groups[ordinal] for ordinal in sorted(groups)]
 
