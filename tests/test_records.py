@@ -20,6 +20,7 @@ from unlearnbench.records import (
     RequestRecord,
     RunIdentity,
     RunSummary,
+    run_status,
 )
 from unlearnbench.rundir import DamagedIdentityError, RunDirectory, identity_hash, json_text
 
@@ -168,3 +169,21 @@ def test_a_malformed_identity_is_a_damaged_run_naming_the_problem(tmp_path, dama
         RunDirectory(run).identity()
     assert raised.value.problem.startswith(f"config.yaml is not a run's configuration ({message}")
     assert RunDirectory(run).is_run()  # listed as damaged by the leaderboard, not dropped
+
+
+@pytest.mark.parametrize(
+    ("summary", "failed", "status"),
+    [
+        (None, False, "unfinished"),  # a first session under way, or killed before it ended
+        (RunSummary(1, {}, "complete"), False, "unfinished"),  # a session ended after request 1 of 3
+        (None, True, "failed"),
+        (RunSummary(1, {}, "complete"), True, "failed"),
+        (RunSummary(3, {}, "complete"), False, "complete"),
+        (RunSummary(3, {}, "complete"), True, "complete"),  # an older version's error does not undo a finished run
+        (RunSummary(1, {}, "diverged", diverged_at=2), False, "diverged"),
+        (RunSummary(1, {}, "diverged", diverged_at=2), True, "diverged"),
+    ],
+)
+def test_a_runs_status_is_read_from_its_summary_and_error_alone(summary, failed, status):
+    """`suite --check` and the leaderboard read where a run of T = 3 stands with this one function."""
+    assert run_status(summary, 3, failed) == status

@@ -24,7 +24,7 @@ from unlearnbench.evaluation.keys import BROKEN_METRIC_PLUGINS, METRIC_KEYS
 from unlearnbench.grid import SuiteError, cell_label, cell_options, select_shard
 from unlearnbench.methods.base import UnlearningMethod
 from unlearnbench.recipe import Recipe
-from unlearnbench.records import MeasuredCost, RunIdentity
+from unlearnbench.records import MeasuredCost, RunIdentity, run_status
 from unlearnbench.registry import METHODS, STREAMS
 from unlearnbench.run_options import config_of_options
 from unlearnbench.rundir import RunDirectory, refuse_a_run_missing_metrics
@@ -258,21 +258,19 @@ def grid_summary(cells: list[Cell]) -> str:
 
 
 def cell_status(cell: Cell) -> str:
-    """Where a cell's run stands, from its run directory's files alone: "" (not started), "started" (no session has
-    ended yet), "t/T" (stopped after request t), "done", "diverged at t" or "failed" (the suite recorded an error).
-    A finished or diverged summary wins over an error, as on the leaderboard: a process that could not read the
-    finished run (an older version, meeting a newer row) records an error without changing what the run holds."""
+    """Where a cell's run stands (`records.run_status`), from its run directory's files alone, as `suite --check`
+    shows it: "" (not started), "started" (no session has ended yet), "t/T" (stopped after request t), "done",
+    "diverged at t" or "failed" (the suite recorded an error)."""
     run = RunDirectory(cell.run_dir)
     if not run.path.is_dir():
         return ""
     summary, requests = run.summary(), cell.config.stream.requests
-    if summary is not None and summary.status == "diverged":
+    status = run_status(summary, requests, failed=run.error() is not None)
+    if status == "diverged":
         return f"diverged at t={summary.diverged_at}"
-    if summary is not None and summary.requests_done >= requests:
-        return "done"
-    if run.error() is not None:
-        return "failed"
-    return "started" if summary is None else f"{summary.requests_done}/{requests}"
+    if status == "unfinished":
+        return "started" if summary is None else f"{summary.requests_done}/{requests}"
+    return "done" if status == "complete" else status
 
 
 def cell_cost(cell: Cell) -> MeasuredCost:

@@ -202,6 +202,34 @@ class RunSummary:
         return cls(data["requests_done"], scores, data["status"], diverged_at)
 
 
+#: Where a run stands, as `run_status` reads it from its files: every request served (`complete`), stopped at one
+#: that diverged (`diverged`), a session ended by an error it recorded (`failed`), or none of these yet (`unfinished`).
+RUN_STATUSES = ("complete", "diverged", "failed", "unfinished")
+
+
+def ended_diverged(rows: Sequence[RequestRecord]) -> bool:
+    """Whether the run stopped at a request that diverged: no request is served after one, so it is the last row."""
+    return bool(rows) and rows[-1].status == "diverged"
+
+
+def is_finished(rows: Sequence[RequestRecord], requests: int) -> bool:
+    """Every one of `requests` served, or stopped where one diverged: nothing is left to serve, and `summary.json`
+    is written for it."""
+    return len(rows) >= requests or ended_diverged(rows)
+
+
+def run_status(summary: RunSummary | None, requests: int, failed: bool) -> str:
+    """Where a run of `requests` stands (`RUN_STATUSES`), from its `summary.json` and whether a session recorded an
+    error (`error.json`): the one reading of them, for `suite --check` and the leaderboard alike. A finished or
+    diverged summary wins over an error: a process that could not read the finished run (an older version, meeting a
+    newer row) records an error without changing what the run holds."""
+    if summary is not None and summary.status == "diverged":
+        return "diverged"
+    if summary is not None and summary.requests_done >= requests:
+        return "complete"
+    return "failed" if failed else "unfinished"
+
+
 def _is_name(value: Any) -> bool:
     return isinstance(value, str)
 

@@ -52,7 +52,14 @@ from unlearnbench.geometry_files import (
     read_geometry_csv,
 )
 from unlearnbench.io import load_yaml, write_atomic, write_json_atomic, write_text_atomic, write_yaml_atomic
-from unlearnbench.records import MalformedRecordError, RequestRecord, RunIdentity, RunSummary
+from unlearnbench.records import (
+    MalformedRecordError,
+    RequestRecord,
+    RunIdentity,
+    RunSummary,
+    ended_diverged,
+    is_finished,
+)
 
 LOCK_FILE = ".lock"
 _CONFIG = "config.yaml"
@@ -353,7 +360,7 @@ class RunDirectory:
         """The method after the last request served: what a resume starts from. A finished run needs it for no number,
         so it may be left out (published run directories leave out the weights); one that is there must load."""
         served = [row.t for row in rows if row.status == "ok"]
-        if served and not (_finished(identity, rows) and not self._state_path(served[-1]).exists()):
+        if served and not (is_finished(rows, identity.requests) and not self._state_path(served[-1]).exists()):
             self.load_state(served[-1], mmap=True)
 
     def _check_logits(self, identity: RunIdentity, rows: list[RequestRecord]) -> None:
@@ -382,21 +389,21 @@ class RunDirectory:
         """summary.json is written once the run is finished, and counts its rows; rebuilt from them."""
         path = self.path / _SUMMARY
         summary = self.summary()
-        finished = _finished(identity, rows)
+        finished = is_finished(rows, identity.requests)
         if summary is None and (finished or path.exists()):
             problem = "is missing" if not path.exists() else "is not a run summary"
             raise DamagedFileError(f"{path} {problem}; rerun the same command to rebuild it")
         if summary is not None and not (
             finished
             and summary.requests_done == sum(row.status == "ok" for row in rows)
-            and (summary.status == "diverged") == _diverged(rows)
+            and (summary.status == "diverged") == ended_diverged(rows)
         ):
             raise DamagedFileError(f"{path} disagrees with {_METRICS}; rerun the same command to rebuild it")
 
     def _check_history(self, identity: RunIdentity, rows: list[RequestRecord]) -> None:
         """history.csv of a finished run is what its rows give (an unfinished run's may be one row short: a kill
         between the two appends; its resume rebuilds it)."""
-        if not _finished(identity, rows):
+        if not is_finished(rows, identity.requests):
             return
         path = self.path / _HISTORY
         expected = _history_text(rows)
@@ -410,7 +417,7 @@ class RunDirectory:
 
     def _check_geometry(self, identity: RunIdentity, rows: list[RequestRecord]) -> None:
         """geometry.csv is written with request T's row when every u_t is stored: then it holds rows 1..T."""
-        if not rows or not _finished(identity, rows) or not _has_all_updates(self.path, identity.requests):
+        if not rows or not is_finished(rows, identity.requests) or not _has_all_updates(self.path, identity.requests):
             return
         path = self.path / GEOMETRY_FILE
         served = [row["t"] for row in read_geometry_csv(path)]
@@ -742,15 +749,6 @@ def _readable(read) -> bool:
 
 def _is_index(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _diverged(rows: list[RequestRecord]) -> bool:
-    return bool(rows) and rows[-1].status == "diverged"
-
-
-def _finished(identity: RunIdentity, rows: list[RequestRecord]) -> bool:
-    """Every request served, or the run stopped where one diverged: what `summary.json` is written for."""
-    return len(rows) >= identity.requests or _diverged(rows)
 
 
 def _has_all_updates(path: Path, requests: int) -> bool:

@@ -59,7 +59,7 @@ from unlearnbench.methods.base import UnlearningMethod
 from unlearnbench.nodes import NodeGroup
 from unlearnbench.plan import RunPlan, plan_run
 from unlearnbench.provenance import method_code, method_code_change, session_record
-from unlearnbench.records import SINGLE_SHOT_FIELDS, RequestRecord, RunSummary
+from unlearnbench.records import SINGLE_SHOT_FIELDS, RequestRecord, RunSummary, ended_diverged, is_finished
 from unlearnbench.registry import METHODS, STREAMS
 from unlearnbench.rundir import RunDirectory
 from unlearnbench.seeds import attack_seed, derived_seed, learning_seed, relearn_seed
@@ -710,7 +710,7 @@ class Runner:
         config, run_dir, leader = self.config, self.run_dir, self.nodes.leader
         stream = self.stream  # on every node, before the leader writes its manifest: a stratified kind's fits first
         rows = self._open_run_directory() if leader else []
-        complete = leader and (len(rows) == config.stream.requests or _diverged(rows))
+        complete = leader and is_finished(rows, config.stream.requests)
         resumed = unpack_state(run_dir.load_state(len(rows)), self.guards) if rows and not complete else None
         if leader and not complete:
             self._begin_session(rows)
@@ -759,13 +759,13 @@ class Runner:
             type(self.method), [*self.method.code_parts(), *map(type, self.guards), *user_metric_code()]
         )
         self.method_code_change = method_code_change(run_dir.recorded_method_code(), self.method_code) if rows else None
-        if self.method_code_change and len(rows) < config.stream.requests and not _diverged(rows):
+        if self.method_code_change and not is_finished(rows, config.stream.requests):
             raise MethodCodeChangedError(
                 f"the code of method {config.method.name!r} changed since requests 1-{len(rows)} were served in "
                 f"{run_dir.path} ({self.method_code_change}); resuming would mix two versions' numbers: delete that "
                 f"folder or choose another --out to rerun"
             )
-        if len(rows) < config.stream.requests and not _diverged(rows):
+        if not is_finished(rows, config.stream.requests):
             # A damaged update file or a checkpoint that is missing or not weights-only is refused before anything
             # is written: the updates here, the checkpoint by the caller right after.
             # updates.f32 + geometry.csv
@@ -842,8 +842,8 @@ class Runner:
         summary = RunSummary(
             requests_done=len(scored),
             scores=stream_summary(scored) if scored else {},
-            status="diverged" if _diverged(rows) else "complete",
-            diverged_at=rows[-1].t if _diverged(rows) else None,
+            status="diverged" if ended_diverged(rows) else "complete",
+            diverged_at=rows[-1].t if ended_diverged(rows) else None,
         )
         if already_complete:  # rewritten only where it disagrees with metrics.jsonl: a finished run stays as it is
             self.run_dir.repair_derived(rows, summary, recompute_geometry)
@@ -852,10 +852,6 @@ class Runner:
         self.run_logger.finish()
         result = RunResult(self.run_dir.path, rows, summary, already_complete=already_complete)
         return replace(result, method_code_change=self.method_code_change)
-
-
-def _diverged(rows: list[RequestRecord]) -> bool:
-    return bool(rows) and rows[-1].status == "diverged"
 
 
 def _synchronize() -> None:

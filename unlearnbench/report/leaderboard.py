@@ -110,7 +110,14 @@ from unlearnbench.evaluation.keys import HEADLINE, METRIC_KEYS, leaderboard_keys
 from unlearnbench.evaluation.scoring import stream_summary
 from unlearnbench.io import check_writable_directory, write_text_atomic
 from unlearnbench.provenance import git_commit
-from unlearnbench.records import MeasuredCost, RequestRecord, RunIdentity, RunSummary, legacy_method_args
+from unlearnbench.records import (
+    MeasuredCost,
+    RequestRecord,
+    RunIdentity,
+    RunSummary,
+    legacy_method_args,
+    run_status,
+)
 from unlearnbench.registry import STREAMS
 from unlearnbench.report.plots import write_group_plots
 from unlearnbench.report.privacy import PRIVACY_KEYS, ChainPrivacy, chain_privacy_of, privacy_caption, privacy_cell
@@ -321,15 +328,8 @@ class RunRecord:
             return "duplicate"
         if self.problem is not None:
             return "damaged"
-        if self.summary is not None and (
-            self.summary.status == "diverged" or any(r.status == "diverged" for r in self.rows)
-        ):
-            return "diverged"
-        if self.summary is not None and len(self.scored_rows) >= self.requests:
-            return "complete"
-        if self.error is not None:
-            return "failed"
-        return "unfinished"
+        # (a run that is neither has a summary.json that agrees with its rows: `RunDirectory.damages` checks it)
+        return run_status(self.summary, self.requests, failed=self.error is not None)
 
     def status_detail(self) -> str:
         status = self.status
