@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import os
 from pathlib import Path
@@ -13,7 +14,7 @@ import torch
 from unlearnbench.config import RunConfig
 from unlearnbench.evaluation import reference_scores
 from unlearnbench.evaluation.keys import TIMING_KEYS
-from unlearnbench.methods.base import method_arguments
+from unlearnbench.methods.base import NO_STAGE, StagedMethod, method_arguments
 from unlearnbench.ranges import groups
 from unlearnbench.registry import DATASETS, METHODS
 from unlearnbench.runner import Runner
@@ -47,12 +48,15 @@ def shared_store(tmp_path_factory) -> Path:
 
 
 def tiny_config(out: Path, store: Path, method: str, stream: str = "classwise", **overrides) -> RunConfig:
-    """A 2-request run with a fast recipe and a short unlearning schedule (a gradient method's `optim.epochs` 2).
+    """A 2-request run with a fast recipe and a short unlearning schedule (a gradient method's `optim.epochs` 2, its stages' too).
 
     `method_args` nested, as a method takes them (`{"optim": {"epochs": 1}}`), merged over that schedule by
     `method_arguments`."""
     cls = METHODS.get(method)
     short = {"optim": {"epochs": 2}} if "optim" in groups(cls) else {}  # not a gradient loop (LOFT, SSD): none
+    if issubclass(cls, StagedMethod):  # its stages are registered methods with schedules of their own: as short
+        stages = inspect.signature(cls).parameters["stages"].default
+        short["stage_args"] = {stage: {"optim": {"epochs": 2}} for stage in stages if stage != NO_STAGE}
     method_args = method_arguments(cls, short, overrides.pop("method_args", {}))
     values = {"requests": 2, "recipe": dict(FAST_RECIPE), "size": 1 if stream == "classwise" else 0.05}
     values.update(overrides)
