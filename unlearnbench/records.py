@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import MISSING, dataclass, fields
-from typing import Any
+from typing import Any, Literal
 
 #: What a request's row says of it: scored (`ok`), or the request at which the run stopped (`diverged`: its
 #: `method` holds the timings only, and it has no oracle or single-shot scores).
@@ -204,7 +204,7 @@ class RunSummary:
 
 #: Where a run stands, as `run_status` reads it from its files: every request served (`complete`), stopped at one
 #: that diverged (`diverged`), a session ended by an error it recorded (`failed`), or none of these yet (`unfinished`).
-RUN_STATUSES = ("complete", "diverged", "failed", "unfinished")
+RunStatus = Literal["complete", "diverged", "failed", "unfinished"]
 
 
 def ended_diverged(rows: Sequence[RequestRecord]) -> bool:
@@ -218,8 +218,8 @@ def is_finished(rows: Sequence[RequestRecord], requests: int) -> bool:
     return len(rows) >= requests or ended_diverged(rows)
 
 
-def run_status(summary: RunSummary | None, requests: int, failed: bool) -> str:
-    """Where a run of `requests` stands (`RUN_STATUSES`), from its `summary.json` and whether a session recorded an
+def run_status(summary: RunSummary | None, requests: int, failed: bool) -> RunStatus:
+    """Where a run of `requests` stands, from its `summary.json` and whether a session recorded an
     error (`error.json`): the one reading of them, for `suite --check` and the leaderboard alike. A finished or
     diverged summary wins over an error: a process that could not read the finished run (an older version, meeting a
     newer row) records an error without changing what the run holds."""
