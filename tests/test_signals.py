@@ -101,6 +101,8 @@ TUNE_POINTS = [
     # before the heartbeat's stop event is set: its non-daemon thread runs on, and the interpreter's exit waited for it
     ("in-the-heartbeat-join", ["optuna.storages._heartbeat.HeartbeatThread.join:1:call:SIGINT"], 130),
     ("weakref-in-a-trial", ["unlearnbench.tune.check_budget:1:weakref:SIGTERM"], 143),
+    # SQLAlchemy's pool catches it while it resets a connection and logs it, with its traceback, before re-raising it
+    ("in-a-connection-reset", ["sqlalchemy.pool.base._ConnectionFairy._reset:3:call:SIGTERM"], 143),
 ]
 
 
@@ -178,6 +180,34 @@ def test_an_exception_a_library_puts_in_place_of_the_signal_is_the_signal():
         _signal_in_a_weakref_callback(signal.SIGTERM)
         raise SystemExit
     assert info.value.exit_code == 143
+
+
+def test_a_library_that_logs_the_signal_it_caught_prints_no_traceback_and_its_other_errors_as_ever(capfd):
+    """SQLAlchemy's pool logs the exception that cut a connection's reset short ("Exception during reset or similar",
+    the traceback) before raising it again; within the block that record is dropped where a record with no
+    handler of its own is printed (`logging.lastResort`). Its other records, and that one after the block, print."""
+    import logging
+    import signal
+
+    pool = logging.getLogger("a_library.pool")
+    pool.propagate = False  # no handler on the way: `logging.lastResort` prints it, as it does in a run
+
+    def reset_cut_short() -> None:
+        try:
+            signal.raise_signal(signal.SIGTERM)
+        except BaseException:
+            pool.error("Exception during reset or similar", exc_info=True)
+            raise
+
+    with pytest.raises(Interrupted), interruptible():
+        pool.error("an error of its own")
+        reset_cut_short()
+    assert capfd.readouterr().err == "an error of its own\n"
+    try:
+        raise Interrupted(signal.SIGTERM)
+    except Interrupted:
+        pool.error("outside a block", exc_info=True)
+    assert capfd.readouterr().err.startswith("outside a block\nTraceback")
 
 
 def test_another_threads_exception_after_a_signal_is_not_printed_and_before_one_it_is(monkeypatch):

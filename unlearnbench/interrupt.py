@@ -14,6 +14,10 @@ exception is only the fast path and the signal's record is what decides:
   print as "Exception ignored in ..." with a traceback before going on. The block's hook drops it
   silently instead, and `raise_if_interrupted` raises it again at the next safe point: each request
   of a run (so each suite cell and tuning trial) and each batch of a Lightning fit.
+- A library that catches it, logs it and raises it again (SQLAlchemy's pool, whose connection reset the signal
+  cut short, logs "Exception during reset or similar" with the traceback) would print that traceback on stderr:
+  within the block, the handlers such a record reaches (`logging.lastResort` where nobody configured logging, the
+  root logger's where somebody did) drop a record whose exception is `Interrupted`. The exception goes on up.
 - Another thread's exception after a signal is a consequence of it (Optuna's heartbeat thread finds the
   SQLite database locked by the transaction the signal cut short in the main thread): the block's
   thread hook drops it instead of printing its traceback. Before a signal, it is printed as ever.
@@ -30,6 +34,7 @@ exception is only the fast path and the signal's record is what decides:
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
@@ -85,6 +90,11 @@ def _thread_exception(previous):
     return hook
 
 
+def _not_interrupted(record: logging.LogRecord) -> bool:
+    """A log handler's filter: False for a record whose exception is `Interrupted`."""
+    return not (record.exc_info and isinstance(record.exc_info[1], Interrupted))
+
+
 def raise_if_interrupted() -> None:
     """A safe point: raises `Interrupted` if a signal arrived whose exception was dropped on the way."""
     if _received:
@@ -94,11 +104,14 @@ def raise_if_interrupted() -> None:
 @contextmanager
 def interruptible() -> Iterator[None]:
     """Within the block, SIGINT and SIGTERM raise `Interrupted`, and whatever leaves the block after one arrived
-    is that `Interrupted`; the previous handlers, unraisable hook and thread hook come back after."""
+    is that `Interrupted`; the previous handlers, unraisable hook, thread hook and log filters come back after."""
     previous = {signum: signal.getsignal(signum) for signum in SIGNALS}
     previous_hook, previous_thread_hook = sys.unraisablehook, threading.excepthook
     sys.unraisablehook = _unraisable(previous_hook)
     threading.excepthook = _thread_exception(previous_thread_hook)
+    handlers = [handler for handler in (logging.lastResort, *logging.getLogger().handlers) if handler is not None]
+    for handler in handlers:
+        handler.addFilter(_not_interrupted)
     for signum in SIGNALS:
         signal.signal(signum, _on_signal)
     try:
@@ -115,6 +128,8 @@ def interruptible() -> Iterator[None]:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         sys.unraisablehook, threading.excepthook = previous_hook, previous_thread_hook
+        for handler in handlers:
+            handler.removeFilter(_not_interrupted)
         _received.clear()
 
 
