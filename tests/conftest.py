@@ -48,7 +48,8 @@ def shared_store(tmp_path_factory) -> Path:
 
 
 def tiny_config(out: Path, store: Path, method: str, stream: str = "classwise", **overrides) -> RunConfig:
-    """A 2-request run with a fast recipe and a short unlearning schedule (a gradient method's `optim.epochs` 2, its stages' too).
+    """A 2-request run with a fast recipe and a short unlearning schedule (a gradient method's `optim.epochs` 2, and
+    its stages' where it serves a request by stages: RUM's).
 
     `method_args` nested, as a method takes them (`{"optim": {"epochs": 1}}`), merged over that schedule by
     `method_arguments`."""
