@@ -25,6 +25,40 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ["OMP_NUM_THREADS"] = "1"
     torch.set_num_threads(1)
 
+#: Seconds each file's slow tests take (`pytest -m slow --durations 0`, summed per file; 2-core machine, two
+#: workers). The slow run hands whole files to two workers (`--dist loadfile`); handed out longest first, the
+#: last file to finish is a short one (xdist's own order, by number of tests, left a long file running alone for
+#: 35-56 s of a 433-499 s run). Only the order reads them: a file missing here runs last, a stale number costs
+#: balance, never a result.
+SLOW_FILE_SECONDS = {
+    "test_reliability.py": 101,
+    "test_fashionmnist_e2e.py": 96,
+    "test_ddp.py": 89,
+    "test_signals.py": 78,
+    "test_privacy.py": 76,
+    "test_plugin_day.py": 62,
+    "test_suite_kills.py": 53,
+    "test_gpu_smoke.py": 53,
+    "test_tune.py": 50,
+    "test_plugins.py": 32,
+    "test_cli.py": 28,
+    "test_leaderboard.py": 28,
+    "test_seeds.py": 19,
+    "test_robustness_tables.py": 10,
+}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # xdist's own reordering of files (by number of tests) would undo `pytest_collection_modifyitems`'s order.
+    config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Slow tests longest file first (`SLOW_FILE_SECONDS`); the sort is stable, so each file's tests keep their
+    order, and the fast tests (no slow marker) keep theirs."""
+    items.sort(key=lambda item: -SLOW_FILE_SECONDS.get(item.path.name, 0) if item.get_closest_marker("slow") else 0)
+
+
 #: Pretraining/oracle recipe small enough for tests, still well above chance on digits.
 FAST_RECIPE = {"epochs": 4, "batch_size": 128, "lr": 0.1}
 
