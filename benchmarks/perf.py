@@ -24,7 +24,10 @@ measured in the same script, interleaved, median of the repeats):
        P7c pretraining the small CNN (`--arch.pools 2`, its recipe, 1 epoch)          [<= 1.10]
        P7d what P7a's ratio is made of: the loop's own cost a step, the runner's fit of a near-zero model (784 -> 1
        -> 10) against the bare loop's, beside a plain Lightning Trainer's (no callbacks, logger or checkpointing)
-                                                                                     [reported]
+       and the least any LightningModule's step costs in that Trainer (manual optimization, the bare backward and
+       optimizer step)                                                               [reported]
+       P7e the least P7a can be while Lightning runs the loop: the bare `mlp` step plus that least loop cost,
+       over the bare step                                                            [reported]
 - P8   K = 16 oracles of the memorizing tier's `mlp` (its recipe, 2 epochs) in one batched fit
        (`training.train_together`) / the same 16 fitted one by one (`train_from_scratch`), default threads [<= 0.5]
        P8b the least P8 can be on this machine: the K fits' forward and backward products, stacked (`bmm`), and
@@ -379,11 +382,39 @@ def _p7_request(runner: Runner, repeats: int) -> None:
     )
 
 
+class _LeastLightningFit(L.LightningModule):
+    """The least a step can cost inside Lightning's loop: manual optimization (no closure, no optimization loop) and
+    the model's own `backward` and `optimizer.step` (no precision or strategy hooks around them), which a benchmark
+    can do and the package cannot (mixed precision and DDP run through those hooks)."""
+
+    def __init__(self, model: torch.nn.Module, recipe):
+        super().__init__()
+        self.model, self.recipe = model, recipe
+        self.automatic_optimization = False
+
+    def training_step(self, batch, batch_idx: int) -> None:
+        optimizer = self.optimizers().optimizer
+        loss = F.cross_entropy(self.model(batch.x), batch.y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    def on_train_epoch_end(self) -> None:
+        self.lr_schedulers().step()
+
+    def configure_optimizers(self):
+        from unlearnbench.training import recipe_optimization
+
+        return recipe_optimization(self.model.parameters(), self.recipe)
+
+
 def _p7_loop_cost(runner: Runner, repeats: int) -> None:
-    """What P7a's ratio is made of: the per-step cost of the loop alone, the runner's fit against a bare loop with a
-    near-zero model (784 -> 1 -> 10, nothing left to compute), and the share of it a plain Lightning Trainer (no
-    callbacks, logger or checkpointing) already has: Lightning's own loop, not the runner's additions."""
-    from unlearnbench.training import SupervisedClassifier
+    """What P7a's ratio is made of: the per-step cost of the loop alone, the runner's fit of a near-zero model (784 -> 1
+    -> 10, nothing left to compute) against the bare loop's, beside a plain Lightning Trainer (no callbacks, logger or
+    checkpointing) fitting it as the package does and as `_LeastLightningFit` does: Lightning's own loop, not the
+    runner's additions. P7e adds the least loop cost to the bare loop's step of the `mlp`: the least P7a can be while
+    Lightning runs the loop."""
+    from unlearnbench.training import SupervisedClassifier, build_model
 
     dataset, recipe = runner.dataset, replace(runner.recipe, epochs=5)
     images, labels = dataset.train.normalized(dataset.mean, dataset.std), dataset.train.labels
@@ -394,25 +425,34 @@ def _p7_loop_cost(runner: Runner, repeats: int) -> None:
         torch.manual_seed(0)
         return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(images[0].numel(), 1), torch.nn.Linear(1, 10))
 
-    def lightning_fit(trainer) -> float:
+    def lightning_fit(trainer, module: type[L.LightningModule] = SupervisedClassifier) -> float:
         loader = dataset.loader(dataset.train, everything, recipe.batch_size, augment=True, shuffle=True, seed=0)
         start = time.perf_counter()
-        trainer.fit(SupervisedClassifier(near_zero(), recipe), train_dataloaders=loader)
+        trainer.fit(module(near_zero(), recipe), train_dataloaders=loader)
         return time.perf_counter() - start
 
     def plain() -> L.Trainer:
         return L.Trainer(max_epochs=recipe.epochs, accelerator="cpu", devices=1, logger=False,
                          enable_checkpointing=False, enable_model_summary=False, enable_progress_bar=False)  # fmt: skip
 
-    seconds: dict[str, list[float]] = {"runner": [], "plain": [], "bare": []}
+    def bare_mlp() -> float:
+        torch.manual_seed(0)
+        return _bare_tensor_fit(build_model("mlp", dataset), images, labels, everything, recipe, recipe.epochs, True)
+
+    seconds: dict[str, list[float]] = {"runner": [], "plain": [], "least": [], "bare": [], "bare mlp": []}
     for _ in range(repeats):
         seconds["runner"].append(lightning_fit(runner.trainer(recipe.epochs, "pretraining")))
         seconds["plain"].append(lightning_fit(plain()))
+        seconds["least"].append(lightning_fit(plain(), _LeastLightningFit))
         seconds["bare"].append(_bare_tensor_fit(near_zero(), images, labels, everything, recipe, recipe.epochs, True))
+        seconds["bare mlp"].append(bare_mlp())
     per_step = {name: 1000 * statistics.median(values) / steps for name, values in seconds.items()}
     detail = ", ".join(f"{name} {ms:.3f}" for name, ms in per_step.items())
     report("P7d", "loop cost, ms a step: runner − bare (near-zero model)", per_step["runner"] - per_step["bare"],
            "report", True, f"ms a step: {detail}")  # fmt: skip
+    least = (per_step["bare mlp"] + per_step["least"] - per_step["bare"]) / per_step["bare mlp"]
+    report("P7e", "least P7a in Lightning's loop: (bare mlp step + least loop cost) / bare", least, "report", True,
+           f"least loop cost {per_step['least'] - per_step['bare']:.3f} ms on a {per_step['bare mlp']:.3f} ms step")  # fmt: skip
 
 
 def p7_memorizing(root: Path, repeats: int) -> None:
