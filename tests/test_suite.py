@@ -125,9 +125,10 @@ def test_the_cells_of_a_suite_share_each_loaded_dataset(tmp_path, monkeypatch):
 
 
 def test_a_finished_cells_runner_is_freed_before_the_next_cell_runs(tmp_path, monkeypatch):
-    """A suite's memory does not grow with its cells: each finished cell's runner (its method, models, Trainers and
-    data views: 12 MB a cell of the memorizing tier), reference cycles included, is gone when the next cell starts,
-    not kept to the end of the suite nor left to a rare full collection; a failing cell's too."""
+    """A suite's memory does not grow with its cells: each finished cell's runner and method (the method holds the
+    model it fitted and its last Trainer; with the runner's data views, 12 MB a cell of the memorizing tier),
+    reference cycles included, are gone when the next cell starts, not kept to the end of the suite (by the suite's
+    plan of its cells, say) nor left to a rare full collection; a failing cell's too."""
     import gc
     import weakref
 
@@ -143,7 +144,7 @@ def test_a_finished_cells_runner_is_freed_before_the_next_cell_runs(tmp_path, mo
                 runner.run = lambda: 1 / 0  # a failing cell: recorded, its runner freed all the same
             return run_cell(runner, i, cells, reporter, writes)
         finally:
-            finished.append(weakref.ref(runner))
+            finished.extend((weakref.ref(runner), weakref.ref(runner.method)))
 
     monkeypatch.setattr(suite_module, "_run_cell", recording)
     gc.disable()  # Python's own full collections come when they come: the suite must not wait for one
