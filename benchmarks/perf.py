@@ -37,6 +37,8 @@ measured in the same script, interleaved, median of the repeats):
                                                                                      [reported]
 - P9   a suite's peak RSS growth per cell (16 cells of the memorizing tier against 4): a finished cell's runner
        is freed                                                                       [<= 2 MB]
+       P9b the same for a tune study's trials (FT, 16 trials against 4): a finished trial's runner is freed
+                                                                                     [<= 2 MB]
 - P10  the gradient statistics of Fisher forgetting and IU on the tier's `mlp` (1,024 samples, one thread), with
        linear layers' per-sample gradients factored (`methods.sample_gradients`) / materialized by `torch.func`:
        P10a the diagonal Fisher (Σ (g + ε)²), P10b IU's H⁻¹v (Gram matrix, G v, Gᵀc)       [<= 0.10]
@@ -650,21 +652,53 @@ print(int(next(line for line in status if line.startswith("VmHWM")).split()[1]) 
 """
 
 
+P9_TUNE = """
+import sys
+from pathlib import Path
+from unlearnbench.cli import main
+root, trials = Path(sys.argv[1]), sys.argv[2]
+try:
+    main(["tune", "--method", "finetune", "--dataset", "fashionmnist", "--arch", "mlp", "--dataset_args",
+          '{"train_size": 10000, "test_size": 2000, "augment": false}', "--requests", "2", "--recipe", '{"epochs": 1}',
+          "--trials", trials, "--tune_seeds", "100", "--out", str(root / f"trials{trials}"), "--store",
+          str(root / "store"), "--accelerator", "cpu", "--quiet", "true"])
+except SystemExit as stop:
+    assert not stop.code, stop.code
+status = Path("/proc/self/status").read_text().splitlines()
+print(int(next(line for line in status if line.startswith("VmHWM")).split()[1]) / 1024)
+"""
+
+
+def _peak_rss_mb(script: str, *args: str) -> float:
+    """The peak RSS (MB) of a fresh Python process running `script` with `args`."""
+    command = [sys.executable, "-c", script, *args]
+    return float(subprocess.run(command, check=True, capture_output=True, text=True).stdout.split()[-1])
+
+
 def p9_suite_memory(root: Path) -> None:
     """A suite's memory does not grow with its cells: the peak RSS of a suite of 16 cells minus that of 4, per extra
     cell. Each cell's runner, with its method, models, Trainers and data views, is freed when the cell is done,
     reference cycles included (about 12 MB a cell here, kept to the end of the suite or to a rare full collection,
-    they grew a 27-cell suite from 1.8 to 3.7 GB)."""
+    they grew a 27-cell suite from 1.8 to 3.7 GB). P9b: a tune study's trials likewise (52 MB a trial before the
+    collection after each trial)."""
 
     def peak(cells: int) -> float:
-        command = [sys.executable, "-c", P9_SUITE, str(root / "p9"), str(cells)]
-        return float(subprocess.run(command, check=True, capture_output=True, text=True).stdout.split()[-1])
+        return _peak_rss_mb(P9_SUITE, str(root / "p9"), str(cells))
 
     peak(1)  # warm-up: trains the pretrained model and its oracles into the shared store
     small, large = peak(4), peak(16)
     per_cell = (large - small) / 12
     detail = f"peak {small:.0f} MB at 4 cells, {large:.0f} MB at 16"
     report("P9", "suite peak RSS growth per cell, memorizing tier (MB)", per_cell, "<= 2", per_cell <= 2, detail)
+
+    def tune_peak(trials: int) -> float:
+        return _peak_rss_mb(P9_TUNE, str(root / "p9b"), str(trials))
+
+    tune_peak(1)  # warm-up: the tuning stream's pretrained model and oracles into the shared store
+    small, large = tune_peak(4), tune_peak(16)
+    per_trial = (large - small) / 12
+    detail = f"peak {small:.0f} MB at 4 trials, {large:.0f} MB at 16"
+    report("P9b", "tune peak RSS growth per trial, memorizing tier (MB)", per_trial, "<= 2", per_trial <= 2, detail)
 
 
 def startup() -> None:

@@ -398,7 +398,10 @@ def tune(spec: TuneSpec, reporter: Reporter, datasets=None) -> Path:
             if finished >= spec.trials:
                 break
             if waiting or finished + running < spec.trials:
-                study.optimize(objective, n_trials=1, catch=(OverBudgetError,))
+                # A trial's runner is a web of reference cycles (the Trainers and the modules they fit refer to each
+                # other), which only a full collection frees; Python runs one rarely: without it, a study's memory
+                # grew by 52 MB a trial of the memorizing tier (1.25 GB at 4 trials, 1.88 GB at 16; 1.19 with it).
+                study.optimize(objective, n_trials=1, catch=(OverBudgetError,), gc_after_trial=True)
             else:  # the last trials run elsewhere (or belong to a killed worker, failed once stale)
                 time.sleep(min(5, spec.heartbeat))
     path = write_result(spec, study)
