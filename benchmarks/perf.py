@@ -26,8 +26,9 @@ measured in the same script, interleaved, median of the repeats):
        P7c pretraining the small CNN (`--arch.pools 2`, its recipe, 1 epoch)          [<= 1.10]
        P7d what P7a's ratio is made of: the loop's own cost a step, the runner's fit of a near-zero model (784 -> 1
        -> 10) against the bare loop's, beside a plain Lightning Trainer's (no callbacks, logger or checkpointing)
-       and the least any LightningModule's step costs in that Trainer (manual optimization, the bare backward and
-       optimizer step)                                                               [reported]
+       fitting it by Lightning's manual optimization (`manual_backward`, `LightningOptimizer.step`) and the least
+       any LightningModule's step costs in that Trainer (manual optimization, the bare backward and optimizer
+       step)                                                                         [reported]
        P7e the least P7a can be while Lightning runs the loop: the bare `mlp` step plus that least loop cost,
        over the bare step                                                            [reported]
 - P8   K = 16 oracles of the memorizing tier's `mlp` (its recipe, 2 epochs) in one batched fit
@@ -415,9 +416,11 @@ class _LeastLightningFit(L.LightningModule):
         return batch
 
     def training_step(self, batch, batch_idx: int) -> None:
-        optimizer = self.optimizers().optimizer
         examples = self.examples(batch)
-        loss = F.cross_entropy(self.model(examples.x), examples.y)
+        self.optimize(F.cross_entropy(self.model(examples.x), examples.y))
+
+    def optimize(self, loss: torch.Tensor) -> None:
+        optimizer = self.optimizers().optimizer
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -430,6 +433,17 @@ class _LeastLightningFit(L.LightningModule):
         from unlearnbench.training import recipe_optimization
 
         return recipe_optimization(self.model.parameters(), self.recipe)
+
+
+class _ManualLightningFit(_LeastLightningFit):
+    """Lightning's documented manual optimization: `manual_backward` and `LightningOptimizer.step`, through the
+    precision and strategy hooks that mixed precision and DDP need (what the package could switch its fits to)."""
+
+    def optimize(self, loss: torch.Tensor) -> None:
+        optimizer = self.optimizers()
+        optimizer.zero_grad()
+        self.manual_backward(loss)
+        optimizer.step()
 
 
 class _LeastUnlearningFit(_LeastLightningFit):
@@ -448,8 +462,8 @@ class _LeastUnlearningFit(_LeastLightningFit):
 def _p7_loop_cost(runner: Runner, repeats: int) -> None:
     """What P7a's ratio is made of: the per-step cost of the loop alone, the runner's fit of a near-zero model (784 -> 1
     -> 10, nothing left to compute) against the bare loop's, beside a plain Lightning Trainer (no callbacks, logger or
-    checkpointing) fitting it as the package does and as `_LeastLightningFit` does: Lightning's own loop, not the
-    runner's additions. P7e adds the least loop cost to the bare loop's step of the `mlp`: the least P7a can be while
+    checkpointing) fitting it as the package does, by Lightning's manual optimization (`_ManualLightningFit`) and as
+    `_LeastLightningFit` does: Lightning's own loop, not the runner's additions. P7e adds the least loop cost to the bare loop's step of the `mlp`: the least P7a can be while
     Lightning runs the loop."""
     from unlearnbench.training import SupervisedClassifier, build_model
 
@@ -476,10 +490,11 @@ def _p7_loop_cost(runner: Runner, repeats: int) -> None:
         torch.manual_seed(0)
         return _bare_tensor_fit(build_model("mlp", dataset), images, labels, everything, recipe, recipe.epochs, True)
 
-    seconds: dict[str, list[float]] = {"runner": [], "plain": [], "least": [], "bare": [], "bare mlp": []}
+    seconds: dict[str, list[float]] = {"runner": [], "plain": [], "manual": [], "least": [], "bare": [], "bare mlp": []}
     for _ in range(repeats):
         seconds["runner"].append(lightning_fit(runner.trainer(recipe.epochs, "pretraining")))
         seconds["plain"].append(lightning_fit(plain()))
+        seconds["manual"].append(lightning_fit(plain(), _ManualLightningFit))
         seconds["least"].append(lightning_fit(plain(), _LeastLightningFit))
         seconds["bare"].append(_bare_tensor_fit(near_zero(), images, labels, everything, recipe, recipe.epochs, True))
         seconds["bare mlp"].append(bare_mlp())
