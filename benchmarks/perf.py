@@ -152,8 +152,7 @@ def _p1_fit(root: Path, repeats: int) -> None:
     def least(_repeat: int) -> float:
         pretrained.load_state_dict(state)
         runner.stream.configure_batches(runner.method.batch_mode, hp.batch_size)
-        trainer = L.Trainer(max_epochs=hp.epochs, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
-                            enable_model_summary=False, enable_progress_bar=False, num_sanity_val_steps=0)  # fmt: skip
+        trainer = _plain_trainer(hp.epochs)
         start = time.perf_counter()
         trainer.fit(_LeastUnlearningFit(pretrained, hp), train_dataloaders=runner.stream.train_dataloader())
         return time.perf_counter() - start
@@ -400,6 +399,12 @@ def _p7_request(runner: Runner, repeats: int) -> None:
     )
 
 
+def _plain_trainer(epochs: int) -> L.Trainer:
+    """A Lightning Trainer with nothing of the runner's: no callbacks, logger, checkpointing or progress bar."""
+    return L.Trainer(max_epochs=epochs, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                     enable_model_summary=False, enable_progress_bar=False)  # fmt: skip
+
+
 class _LeastLightningFit(L.LightningModule):
     """The least a step can cost inside Lightning's loop: manual optimization (no closure, no optimization loop) and
     the model's own `backward` and `optimizer.step` (no precision or strategy hooks around them), which a benchmark
@@ -461,10 +466,10 @@ class _LeastUnlearningFit(_LeastLightningFit):
 
 def _p7_loop_cost(runner: Runner, repeats: int) -> None:
     """What P7a's ratio is made of: the per-step cost of the loop alone, the runner's fit of a near-zero model (784 -> 1
-    -> 10, nothing left to compute) against the bare loop's, beside a plain Lightning Trainer (no callbacks, logger or
-    checkpointing) fitting it as the package does, by Lightning's manual optimization (`_ManualLightningFit`) and as
-    `_LeastLightningFit` does: Lightning's own loop, not the runner's additions. P7e adds the least loop cost to the bare loop's step of the `mlp`: the least P7a can be while
-    Lightning runs the loop."""
+    -> 10, nothing left to compute) against the bare loop's, beside a plain Lightning Trainer (`_plain_trainer`) fitting
+    it as the package does, by Lightning's manual optimization (`_ManualLightningFit`) and as `_LeastLightningFit` does:
+    Lightning's own loop, not the runner's additions. P7e adds the least loop cost to the bare loop's step of the
+    `mlp`: the least P7a can be while Lightning runs the loop."""
     from unlearnbench.training import SupervisedClassifier, build_model
 
     dataset, recipe = runner.dataset, replace(runner.recipe, epochs=5)
@@ -482,10 +487,6 @@ def _p7_loop_cost(runner: Runner, repeats: int) -> None:
         trainer.fit(module(near_zero(), recipe), train_dataloaders=loader)
         return time.perf_counter() - start
 
-    def plain() -> L.Trainer:
-        return L.Trainer(max_epochs=recipe.epochs, accelerator="cpu", devices=1, logger=False,
-                         enable_checkpointing=False, enable_model_summary=False, enable_progress_bar=False)  # fmt: skip
-
     def bare_mlp() -> float:
         torch.manual_seed(0)
         return _bare_tensor_fit(build_model("mlp", dataset), images, labels, everything, recipe, recipe.epochs, True)
@@ -493,18 +494,19 @@ def _p7_loop_cost(runner: Runner, repeats: int) -> None:
     seconds: dict[str, list[float]] = {"runner": [], "plain": [], "manual": [], "least": [], "bare": [], "bare mlp": []}
     for _ in range(repeats):
         seconds["runner"].append(lightning_fit(runner.trainer(recipe.epochs, "pretraining")))
-        seconds["plain"].append(lightning_fit(plain()))
-        seconds["manual"].append(lightning_fit(plain(), _ManualLightningFit))
-        seconds["least"].append(lightning_fit(plain(), _LeastLightningFit))
+        seconds["plain"].append(lightning_fit(_plain_trainer(recipe.epochs)))
+        seconds["manual"].append(lightning_fit(_plain_trainer(recipe.epochs), _ManualLightningFit))
+        seconds["least"].append(lightning_fit(_plain_trainer(recipe.epochs), _LeastLightningFit))
         seconds["bare"].append(_bare_tensor_fit(near_zero(), images, labels, everything, recipe, recipe.epochs, True))
         seconds["bare mlp"].append(bare_mlp())
     per_step = {name: 1000 * statistics.median(values) / steps for name, values in seconds.items()}
     detail = ", ".join(f"{name} {ms:.3f}" for name, ms in per_step.items())
     report("P7d", "loop cost, ms a step: runner − bare (near-zero model)", per_step["runner"] - per_step["bare"],
            "report", True, f"ms a step: {detail}")  # fmt: skip
-    least = (per_step["bare mlp"] + per_step["least"] - per_step["bare"]) / per_step["bare mlp"]
+    least_cost = per_step["least"] - per_step["bare"]
+    least = (per_step["bare mlp"] + least_cost) / per_step["bare mlp"]
     report("P7e", "least P7a in Lightning's loop: (bare mlp step + least loop cost) / bare", least, "report", True,
-           f"least loop cost {per_step['least'] - per_step['bare']:.3f} ms on a {per_step['bare mlp']:.3f} ms step")  # fmt: skip
+           f"least loop cost {least_cost:.3f} ms on a {per_step['bare mlp']:.3f} ms step")  # fmt: skip
 
 
 def p7_memorizing(root: Path, repeats: int) -> None:
