@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import functools
+import gc
 import inspect
 import json
 import os
+import weakref
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -114,6 +117,36 @@ def measured_rows(run_dir: Path) -> list[dict]:
 
 def run_tiny(out: Path, store: Path, method: str, stream: str = "classwise", **overrides):
     return Runner.from_config(tiny_config(out, store, method, stream, **overrides)).run()
+
+
+class RunnerLifetimes:
+    """How many earlier runners (and their methods) are still alive as each runner starts, for the tests that a suite's
+    or a study's memory does not grow with its cells or trials: `watched(run)` wraps a function called with a runner
+    first, and `alive_at_start` holds 0 for each call where everything before it was freed. Run the suite or study
+    `without_automatic_collection()`: Python's own full collections come when they come, and must not be waited for."""
+
+    def __init__(self):
+        self.alive_at_start: list[int] = []
+        self._finished: list[weakref.ref] = []
+
+    def watched(self, run):
+        def watched_run(runner, *args, **kwargs):
+            self.alive_at_start.append(sum(ref() is not None for ref in self._finished))
+            try:
+                return run(runner, *args, **kwargs)
+            finally:
+                self._finished.extend((weakref.ref(runner), weakref.ref(runner.method)))
+
+        return watched_run
+
+
+@contextmanager
+def without_automatic_collection():
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ import pytest
 import yaml
 from rich.console import Console
 
+from tests.conftest import RunnerLifetimes, without_automatic_collection
 from unlearnbench.cli import main
 from unlearnbench.console import Reporter
 from unlearnbench.grid import SuiteError
@@ -129,33 +130,22 @@ def test_a_finished_cells_runner_is_freed_before_the_next_cell_runs(tmp_path, mo
     model it fitted and its last Trainer; with the runner's data views, 12 MB a cell of the memorizing tier),
     reference cycles included, are gone when the next cell starts, not kept to the end of the suite (by the suite's
     plan of its cells, say) nor left to a rare full collection; a failing cell's too."""
-    import gc
-    import weakref
-
     from unlearnbench import suite as suite_module
 
-    alive_at_start, finished = [], []
-    run_cell = suite_module._run_cell
+    lifetimes, run_cell = RunnerLifetimes(), suite_module._run_cell
 
-    def recording(runner, i, cells, reporter, writes):
-        alive_at_start.append(sum(ref() is not None for ref in finished))
-        try:
-            if runner.config.method.name == "ga" and runner.config.seeds.seed == 1:
-                runner.run = lambda: 1 / 0  # a failing cell: recorded, its runner freed all the same
-            return run_cell(runner, i, cells, reporter, writes)
-        finally:
-            finished.extend((weakref.ref(runner), weakref.ref(runner.method)))
+    def run_cell_failing_once(runner, i, cells, reporter, writes):
+        if runner.config.method.name == "ga" and runner.config.seeds.seed == 1:
+            runner.run = lambda: 1 / 0  # a failing cell: recorded, its runner freed all the same
+        return run_cell(runner, i, cells, reporter, writes)
 
-    monkeypatch.setattr(suite_module, "_run_cell", recording)
-    gc.disable()  # Python's own full collections come when they come: the suite must not wait for one
-    try:
-        # (one pretrained model, no oracles, no single-shot serves: the runners are measured, not what they train)
-        common = tiny_suite(tmp_path)["common"] | {"oracle": "none", "single_shot_every": 0, "train_seed": 0}
+    monkeypatch.setattr(suite_module, "_run_cell", lifetimes.watched(run_cell_failing_once))
+    # (one pretrained model, no oracles, no single-shot serves: the runners are measured, not what they train)
+    common = tiny_suite(tmp_path)["common"] | {"oracle": "none", "single_shot_every": 0, "train_seed": 0}
+    with without_automatic_collection():
         result = run_suite(tiny_suite(tmp_path, seeds=[0, 1], leaderboard=False, common=common))
-    finally:
-        gc.enable()
     assert len(result.cells) == 4 and [c.status for c in result.cells].count("failed") == 1
-    assert alive_at_start == [0] * 4
+    assert lifetimes.alive_at_start == [0] * 4
 
 
 def test_suite_shares_the_store_records_failures_and_resumes(tmp_path, monkeypatch):

@@ -20,7 +20,7 @@ import torch
 import yaml
 from optuna.trial import TrialState
 
-from tests.conftest import FAST_RECIPE, run_tiny
+from tests.conftest import FAST_RECIPE, RunnerLifetimes, run_tiny, without_automatic_collection
 from unlearnbench.cli import main
 from unlearnbench.config import RunConfig
 from unlearnbench.data.base import ImageSplit
@@ -268,29 +268,14 @@ def test_a_finished_trials_runner_and_method_are_freed_before_the_next_trial_sta
     """A study's memory does not grow with its trials: each trial's runner and method (reference cycles with the
     model it fitted and its Trainers; 52 MB a trial of the memorizing tier, 4 trials against 16) are gone when the
     next trial starts, not left to a rare full collection."""
-    import gc
-    import weakref
-
     from unlearnbench.console import Reporter
     from unlearnbench.tune import tune
 
-    alive_at_start, finished = [], []
-    run = Runner.run
-
-    def recording(runner):
-        alive_at_start.append(sum(ref() is not None for ref in finished))
-        try:
-            return run(runner)
-        finally:
-            finished.extend((weakref.ref(runner), weakref.ref(runner.method)))
-
-    monkeypatch.setattr(Runner, "run", recording)
-    gc.disable()  # Python's own full collections come when they come: the study must not wait for one
-    try:
+    lifetimes = RunnerLifetimes()
+    monkeypatch.setattr(Runner, "run", lifetimes.watched(Runner.run))
+    with without_automatic_collection():
         tune(small_spec(tmp_path, shared_store, trials=3), Reporter(quiet=True))
-    finally:
-        gc.enable()
-    assert alive_at_start == [0, 0, 0]
+    assert lifetimes.alive_at_start == [0, 0, 0]
 
 
 def test_the_validation_view_holds_out_part_of_train_and_no_test_sample(digits):
